@@ -1,0 +1,1 @@
+"""theodolite.probes"""

@@ -1,0 +1,34 @@
+"""theodolite: measure a GPU once, then pick fast GEMM configs from the measurement.
+
+Public API: ``select`` (model pick for a problem), ``matmul`` (select and run),
+``load_profile`` / ``Profile`` (hardware profiles).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from theodolite.errors import NoDeviceError, ProfileError, TheodoliteError
+from theodolite.profile import Profile, load_profile
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NoDeviceError",
+    "Profile",
+    "ProfileError",
+    "TheodoliteError",
+    "__version__",
+    "load_profile",
+    "matmul",
+    "select",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # select/matmul pull in the model and kernels (and torch/triton): import them on first use only.
+    if name in ("select", "matmul", "Selection"):
+        from theodolite import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'theodolite' has no attribute {name!r}")

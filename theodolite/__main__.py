@@ -1,0 +1,5 @@
+"""``python -m theodolite``."""
+
+from theodolite.cli import main
+
+raise SystemExit(main())
