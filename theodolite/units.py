@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
-_SMALL = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
-_BINARY = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B"))
+_PREFIXES: tuple[tuple[float, str], ...] = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_SMALL: tuple[tuple[float, str], ...] = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
+_BINARY: tuple[tuple[float, str], ...] = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B"))
 
 
 def format_quantity(value: float, unit: str, digits: int = 4) -> str:

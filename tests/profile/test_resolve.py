@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from theodolite.errors import ProfileError
-from theodolite.profile import save_profile
 from theodolite.profile import resolve as resolve_module
+from theodolite.profile import save_profile
 from theodolite.profile.datasheet import h100_sxm, mi300x
 from theodolite.profile.resolve import ProfileMismatchWarning, load, resolve_profile_path, slug
 

@@ -51,8 +51,12 @@ def show_table(profile: Profile) -> Table:
         cv = "" if math.isnan(measurement.cv) else f"{measurement.cv:.1%}"
         flag = "[red]noisy[/red]" if measurement.flagged else ""
         table.add_row(
-            name, format_quantity(measurement.value, measurement.unit), _spread(profile, name), cv,
-            measurement.method, flag,
+            name,
+            format_quantity(measurement.value, measurement.unit),
+            _spread(profile, name),
+            cv,
+            measurement.method,
+            flag,
         )
     for name, reason in sorted(profile.unsupported.items()):
         table.add_row(name, "unsupported", "", "", reason, "")

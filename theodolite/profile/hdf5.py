@@ -237,5 +237,5 @@ def _read_builds(group: h5py.Group | None, where: str) -> tuple[KernelBuild, ...
             column: int(values[index]) if column in _BUILD_INT_FIELDS else _text(values[index])
             for column, values in columns.items()
         }
-        rows.append(KernelBuild(**row))
+        rows.append(KernelBuild(**row))  # type: ignore[arg-type]
     return tuple(rows)

@@ -47,7 +47,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "sm_count": MetricSpec("1", "streaming multiprocessors (CUs on AMD) that run programs", True, 0, 10_000),
         "warp_size": MetricSpec("1", "threads per warp (wavefront)", False, 0, 128),
         "max_threads_per_block": MetricSpec("1", "largest block (workgroup) the driver allows", False, 0, 4096),
-        "smem_bytes_per_block": MetricSpec("B", "largest shared memory (LDS) one block can opt in to", True, 0, 1 << 24),
+        "smem_bytes_per_block": MetricSpec(
+            "B", "largest shared memory (LDS) one block can opt in to", True, 0, 1 << 24
+        ),
         "smem_bytes_per_sm": MetricSpec("B", "shared memory (LDS) per SM", False, 0, 1 << 24),
         "regs_per_sm": MetricSpec("1", "32-bit registers per SM", True, 0, 1 << 22),
         "regs_per_thread_max": MetricSpec("1", "most registers one thread may use", False, 0, 1 << 12),
@@ -57,7 +59,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "mall_bytes": MetricSpec("B", "last-level memory-side cache (AMD Infinity Cache)", False, 0, 1 << 34),
         # --- clock ---
         "clock_max_hz": MetricSpec("Hz", "SM clock under light (FMA) load: max boost", True, 1e7, 1e10),
-        "clock_sustained_matrix_hz": MetricSpec("Hz", "SM clock sustained over seconds of matrix load", True, 1e7, 1e10),
+        "clock_sustained_matrix_hz": MetricSpec(
+            "Hz", "SM clock sustained over seconds of matrix load", True, 1e7, 1e10
+        ),
         "clock_ramp_s": MetricSpec("s", "time from idle until the clock settles under load", False, 0, 60),
         # --- matrix units and FMA (device-wide, dense) ---
         "mma_throughput_fp16": MetricSpec("FLOP/s", "dense fp16 matrix throughput, fp32 accumulate", True, 1e9, 1e17),
@@ -66,10 +70,18 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "mma_throughput_fp8e4m3": MetricSpec("FLOP/s", "dense fp8 e4m3 matrix throughput", False, 1e9, 1e17),
         "mma_throughput_fp8e5m2": MetricSpec("FLOP/s", "dense fp8 e5m2 matrix throughput", False, 1e9, 1e17),
         "fma_throughput_fp32": MetricSpec("FLOP/s", "fp32 FMA (non-matrix) throughput", False, 1e9, 1e17),
-        "mma_latency_fp16": MetricSpec("cycle", "latency of one dependent dot of the smallest tile, fp16", False, 0, 1e5),
-        "mma_latency_bf16": MetricSpec("cycle", "latency of one dependent dot of the smallest tile, bf16", False, 0, 1e5),
-        "mma_latency_fp8e4m3": MetricSpec("cycle", "latency of one dependent dot of the smallest tile, fp8", False, 0, 1e5),
-        "mma_latency_tf32": MetricSpec("cycle", "latency of one dependent dot of the smallest tile, tf32", False, 0, 1e5),
+        "mma_latency_fp16": MetricSpec(
+            "cycle", "latency of one dependent dot of the smallest tile, fp16", False, 0, 1e5
+        ),
+        "mma_latency_bf16": MetricSpec(
+            "cycle", "latency of one dependent dot of the smallest tile, bf16", False, 0, 1e5
+        ),
+        "mma_latency_fp8e4m3": MetricSpec(
+            "cycle", "latency of one dependent dot of the smallest tile, fp8", False, 0, 1e5
+        ),
+        "mma_latency_tf32": MetricSpec(
+            "cycle", "latency of one dependent dot of the smallest tile, tf32", False, 0, 1e5
+        ),
         # --- shared memory ---
         "smem_bandwidth_per_sm": MetricSpec("B/cycle", "shared-memory (LDS) load bandwidth per SM", False, 0, 1e4),
         "smem_latency": MetricSpec("cycle", "shared-memory load-to-use latency", False, 0, 1e4),
@@ -81,7 +93,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         # --- HBM ---
         "hbm_read_bandwidth": MetricSpec("B/s", "device-memory read bandwidth", True, 1e9, 1e15),
         "hbm_write_bandwidth": MetricSpec("B/s", "device-memory write bandwidth", False, 1e9, 1e15),
-        "hbm_copy_bandwidth": MetricSpec("B/s", "device-memory copy bandwidth, bytes read plus written", False, 1e9, 1e15),
+        "hbm_copy_bandwidth": MetricSpec(
+            "B/s", "device-memory copy bandwidth, bytes read plus written", False, 1e9, 1e15
+        ),
         "hbm_saturation_sms": MetricSpec("1", "SMs needed to reach 90% of the read bandwidth", False, 0, 10_000),
         "hbm_latency": MetricSpec("cycle", "dependent-load latency beyond every cache", False, 0, 1e5),
         # --- launch ---
@@ -296,7 +310,9 @@ def validate(profile: Profile) -> None:
             f"(this theodolite reads {SCHEMA_VERSION.split('.')[0]}.x); upgrade theodolite"
         )
     if profile.provenance.source not in SOURCES:
-        raise ProfileError(f"{where}: provenance.source is {profile.provenance.source!r}, expected one of {sorted(SOURCES)}")
+        raise ProfileError(
+            f"{where}: provenance.source is {profile.provenance.source!r}, expected one of {sorted(SOURCES)}"
+        )
     for name, measurement in profile.metrics.items():
         spec = METRICS.get(name)
         if spec is None:
