@@ -1,0 +1,321 @@
+"""What the bundled GEMM kernels accept: problems, configs, their space and legality.
+
+Pure Python (no torch, no Triton) so the model can enumerate and judge configs in
+microseconds on any machine.  Every hardware limit comes from the profile through
+``KernelLimits``; the only facts written here are facts about *our kernels*
+(which tiles they are written for, which features a variant needs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from theodolite.errors import TheodoliteError
+
+if TYPE_CHECKING:
+    from theodolite.profile.schema import KernelBuild, Profile
+
+VARIANTS: tuple[str, ...] = ("persistent", "streamk", "splitk", "tma")
+LAYOUTS: tuple[str, ...] = ("nn", "nt", "tn", "tt")  # A then B; 't' = stored transposed (column-major)
+
+# Input dtype name -> element size in bytes.  Names are the profile's metric suffixes.
+DTYPE_BYTES: dict[str, int] = {
+    "fp16": 2,
+    "bf16": 2,
+    "tf32": 4,  # fp32 storage, tf32 matrix math
+    "fp32": 4,  # fp32 storage, ieee fp32 math (no tensor cores)
+    "fp8e4m3": 1,
+    "fp8e5m2": 1,
+}
+# Which profile throughput metric runs a dtype's inner product.
+DTYPE_THROUGHPUT_METRIC: dict[str, str] = {
+    "fp16": "mma_throughput_fp16",
+    "bf16": "mma_throughput_bf16",
+    "tf32": "mma_throughput_tf32",
+    "fp32": "fma_throughput_fp32",
+    "fp8e4m3": "mma_throughput_fp8e4m3",
+    "fp8e5m2": "mma_throughput_fp8e5m2",
+}
+OUT_DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp32")
+
+# Hardware features each variant or dtype needs, as the minimum NVIDIA compute capability
+# (a property of the instructions our kernels use, not of any particular GPU).
+_MIN_CAPABILITY = {"tma": 90, "fp8e4m3": 89, "fp8e5m2": 89}
+
+ALIGN_BYTES = 16  # vector loads and TMA descriptors need 16-byte aligned rows
+
+
+class ConfigError(TheodoliteError):
+    """A config or problem that the kernels cannot run."""
+
+
+@dataclass(frozen=True, order=True)
+class GemmConfig:
+    """One launch configuration of one kernel variant."""
+
+    variant: str
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+    split_k: int = 1  # splitk: K slices; other variants: 1
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ConfigError(f"unknown kernel variant {self.variant!r}; expected one of {', '.join(VARIANTS)}")
+        for name in ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"config field {name} must be a positive int, got {value!r}")
+        for name in ("block_m", "block_n", "block_k", "num_warps"):
+            value = getattr(self, name)
+            if value & (value - 1):
+                raise ConfigError(f"config field {name} must be a power of two, got {value}")
+        if self.split_k != 1 and self.variant != "splitk":
+            raise ConfigError(f"split_k={self.split_k} needs variant 'splitk', not {self.variant!r}")
+
+    @property
+    def key(self) -> str:
+        """Stable short name, e.g. ``persistent/128x256x64/g8/w8/s3/k1`` (used in profiles and results)."""
+        return (
+            f"{self.variant}/{self.block_m}x{self.block_n}x{self.block_k}/g{self.group_m}"
+            f"/w{self.num_warps}/s{self.num_stages}/k{self.split_k}"
+        )
+
+    @classmethod
+    def from_key(cls, key: str) -> GemmConfig:
+        try:
+            variant, tile, group, warps, stages, split = key.split("/")
+            bm, bn, bk = (int(x) for x in tile.split("x"))
+            return cls(variant, bm, bn, bk, int(group[1:]), int(warps[1:]), int(stages[1:]), int(split[1:]))
+        except ConfigError:
+            raise
+        except Exception:
+            raise ConfigError(f"not a config key: {key!r} (expected e.g. persistent/128x256x64/g8/w8/s3/k1)") from None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """C[batch, M, N] = A[batch, M, K] @ B[batch, K, N]; what the model and the kernels are asked."""
+
+    m: int
+    n: int
+    k: int
+    dtype: str = "bf16"
+    batch: int = 1
+    layout: str = "nn"
+    out_dtype: str | None = None  # None: the input dtype (fp32 for fp8 and tf32 inputs)
+    a_row_stride_aligned: bool | None = None  # None: derived from the shape (contiguous storage)
+    b_row_stride_aligned: bool | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k", "batch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"problem size {name} must be a non-negative int, got {value!r}")
+        if self.dtype not in DTYPE_BYTES:
+            raise ConfigError(f"unsupported dtype {self.dtype!r}; expected one of {', '.join(DTYPE_BYTES)}")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"unknown layout {self.layout!r}; expected one of {', '.join(LAYOUTS)}")
+        if self.out_dtype is not None and self.out_dtype not in OUT_DTYPES:
+            raise ConfigError(f"unsupported output dtype {self.out_dtype!r}; expected one of {', '.join(OUT_DTYPES)}")
+
+    @property
+    def element_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def output_dtype(self) -> str:
+        if self.out_dtype is not None:
+            return self.out_dtype
+        return self.dtype if self.dtype in ("fp16", "bf16") else "fp32"
+
+    @property
+    def output_bytes(self) -> int:
+        return DTYPE_BYTES[self.output_dtype]
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+    @property
+    def a_aligned(self) -> bool:
+        """Rows of A (along its contiguous dimension) start on 16-byte boundaries."""
+        if self.a_row_stride_aligned is not None:
+            return self.a_row_stride_aligned
+        leading = self.k if self.layout[0] == "n" else self.m
+        return (leading * self.element_bytes) % ALIGN_BYTES == 0
+
+    @property
+    def b_aligned(self) -> bool:
+        if self.b_row_stride_aligned is not None:
+            return self.b_row_stride_aligned
+        leading = self.n if self.layout[1] == "n" else self.k
+        return (leading * self.element_bytes) % ALIGN_BYTES == 0
+
+
+@dataclass(frozen=True)
+class KernelLimits:
+    """The hardware limits legality needs, read from a profile (never hard-coded)."""
+
+    architecture: str  # "sm_90", "gfx942"
+    smem_bytes_per_block: int
+    regs_per_sm: int
+    regs_per_thread_max: int
+    max_threads_per_block: int
+    warp_size: int
+    sm_count: int
+
+    @classmethod
+    def from_profile(cls, profile: Profile) -> KernelLimits:
+        get = profile.get
+        return cls(
+            architecture=profile.provenance.architecture,
+            smem_bytes_per_block=int(profile.value("smem_bytes_per_block")),
+            regs_per_sm=int(profile.value("regs_per_sm")),
+            regs_per_thread_max=int(get("regs_per_thread_max", 255) or 255),
+            max_threads_per_block=int(get("max_threads_per_block", 1024) or 1024),
+            warp_size=int(get("warp_size", 32) or 32),
+            sm_count=int(profile.value("sm_count")),
+        )
+
+    @property
+    def capability(self) -> int | None:
+        """NVIDIA compute capability as an int (90 for sm_90/sm_90a); None for other vendors."""
+        if not self.architecture.startswith("sm_"):
+            return None
+        digits = "".join(ch for ch in self.architecture[3:] if ch.isdigit())
+        return int(digits) if digits else None
+
+    def supports(self, feature: str) -> bool:
+        """Whether this architecture has what a variant or dtype needs (e.g. 'tma', 'fp8e4m3')."""
+        needed = _MIN_CAPABILITY.get(feature)
+        if needed is None:
+            return True
+        capability = self.capability
+        return capability is not None and capability >= needed
+
+
+# --------------------------------------------------------------------------------------------
+# The declared config space.  Kept moderate on purpose: the validation oracle times all of it.
+# --------------------------------------------------------------------------------------------
+
+_BLOCK_K_FOR_BYTES = {1: (64, 128, 256), 2: (32, 64, 128), 4: (16, 32, 64)}
+
+
+def _warp_stage_choices(block_m: int, block_n: int) -> list[tuple[int, int]]:
+    area = block_m * block_n
+    warps = [w for w in (4, 8) if (w == 4 and area <= 128 * 128) or (w == 8 and area >= 64 * 128)]
+    return [(w, s) for w in warps for s in (3, 4)]
+
+
+@lru_cache(maxsize=64)
+def _space(dtype: str, variant: str) -> tuple[GemmConfig, ...]:
+    element = DTYPE_BYTES[dtype]
+    block_ks = _BLOCK_K_FOR_BYTES[element]
+    configs: list[GemmConfig] = []
+    if variant == "persistent":
+        tiles = [(bm, bn) for bm in (64, 128, 256) for bn in (64, 128, 256) if bm * bn <= 128 * 256]
+        tiles += [(16, 64), (16, 128), (32, 64), (32, 128)]  # small M (decode-like shapes)
+        for bm, bn in tiles:
+            for bk in block_ks:
+                choices = _warp_stage_choices(bm, bn) if bm >= 64 else [(4, 3), (4, 4)]
+                for warps, stages in choices:
+                    configs.append(GemmConfig("persistent", bm, bn, bk, 8, warps, stages))
+    elif variant == "tma":
+        tiles = [(64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128), (64, 256)]
+        for bm, bn in tiles:
+            for bk in block_ks[1:]:
+                for warps, stages in _warp_stage_choices(bm, bn):
+                    configs.append(GemmConfig("tma", bm, bn, bk, 8, warps, stages))
+    elif variant == "streamk":
+        for bm, bn, warps in ((128, 128, 8), (128, 256, 8), (256, 128, 8), (128, 64, 4), (64, 128, 4), (64, 64, 4)):
+            for stages in (3, 4):
+                configs.append(GemmConfig("streamk", bm, bn, block_ks[1], 8, warps, stages))
+    elif variant == "splitk":
+        for bm, bn in ((16, 64), (32, 64), (64, 64), (64, 128), (128, 64), (128, 128)):
+            warps = 4 if bm * bn <= 64 * 128 else 8
+            for split in (2, 4, 8, 16):
+                configs.append(GemmConfig("splitk", bm, bn, block_ks[-1], 8, warps, 3, split))
+    return tuple(configs)
+
+
+def config_space(dtype: str, variants: tuple[str, ...] | None = None) -> tuple[GemmConfig, ...]:
+    """Every config the kernels declare for a dtype (before legality), in a fixed order."""
+    if dtype not in DTYPE_BYTES:
+        raise ConfigError(f"unsupported dtype {dtype!r}; expected one of {', '.join(DTYPE_BYTES)}")
+    chosen = VARIANTS if variants is None else variants
+    for variant in chosen:
+        if variant not in VARIANTS:
+            raise ConfigError(f"unknown kernel variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+    return tuple(config for variant in chosen for config in _space(dtype, variant))
+
+
+def smem_bytes(config: GemmConfig, dtype: str) -> int:
+    """Shared memory the software pipeline needs: ``stages`` copies of the A and B tiles."""
+    element = DTYPE_BYTES[dtype]
+    return config.num_stages * (config.block_m + config.block_n) * config.block_k * element
+
+
+def accumulator_registers(config: GemmConfig, warp_size: int) -> int:
+    """fp32 accumulator registers per thread: the floor of what a tile costs in registers."""
+    return math.ceil(config.block_m * config.block_n / (config.num_warps * warp_size))
+
+
+def legality(
+    config: GemmConfig,
+    problem: Problem,
+    limits: KernelLimits,
+    build: KernelBuild | None = None,
+) -> str | None:
+    """Why ``config`` cannot (or must not) run ``problem`` on this hardware; None when it can.
+
+    ``build`` is what the compiler produced for this config on this architecture (from the
+    profile): when present, its real shared memory, registers and spills decide; otherwise a
+    conservative estimate from the tile does.
+    """
+    if not limits.supports(problem.dtype):
+        return f"dtype {problem.dtype} needs a newer architecture than {limits.architecture}"
+    if not limits.supports(config.variant):
+        return f"variant {config.variant} needs a newer architecture than {limits.architecture}"
+    if config.variant == "tma" and not (problem.a_aligned and problem.b_aligned):
+        return "tma needs 16-byte aligned operand rows"
+    if problem.dtype.startswith("fp8") and problem.layout != "nt" and config.variant == "tma":
+        # fp8 tensor-core dots want K-major B; other layouts go through the persistent kernel only.
+        return "fp8 tma path needs layout 'nt' (K-major B)"
+    threads = config.num_warps * limits.warp_size
+    if threads > limits.max_threads_per_block:
+        return f"{threads} threads exceed the {limits.max_threads_per_block} a block may have"
+    if config.variant == "splitk" and config.split_k * config.block_k > max(problem.k, 1) and config.split_k > 1:
+        return f"split_k={config.split_k} x block_k={config.block_k} exceeds K={problem.k}"
+    if build is not None:
+        if build.n_spills > 0:
+            return f"compiler spills {build.n_spills} registers"
+        shared = build.shared_bytes
+    else:
+        shared = smem_bytes(config, problem.dtype)
+        if accumulator_registers(config, limits.warp_size) > limits.regs_per_thread_max * 3 // 4:
+            return "accumulator needs over 3/4 of the registers a thread may have (spill risk)"
+    if shared > limits.smem_bytes_per_block:
+        return f"needs {shared} B of shared memory, a block may have {limits.smem_bytes_per_block}"
+    return None
+
+
+def legal_configs(
+    problem: Problem,
+    limits: KernelLimits,
+    profile: Profile | None = None,
+    variants: tuple[str, ...] | None = None,
+) -> list[GemmConfig]:
+    """The configs of the space that can run ``problem`` here (compiler facts from ``profile`` if given)."""
+    result = []
+    for config in config_space(problem.dtype, variants):
+        build = profile.kernel_build(config.variant, config.key, problem.dtype) if profile is not None else None
+        if legality(config, problem, limits, build) is None:
+            result.append(config)
+    return result

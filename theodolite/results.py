@@ -1,0 +1,138 @@
+"""Benchmark and validation results: one JSON file, written atomically, read by reports and the model's tests.
+
+``bench`` and ``validate`` write the same format; ``validate`` fills the model fields too.
+Times are medians in milliseconds (``triton.testing.do_bench``); a config that failed to
+compile or run has ``null`` time and its message under ``errors``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from theodolite.errors import TheodoliteError
+
+RESULTS_FORMAT = "theodolite-results"
+RESULTS_VERSION = 1
+
+
+class ResultsError(TheodoliteError):
+    """A results file that is missing, corrupt or of another format."""
+
+
+@dataclass
+class ShapeResult:
+    """Every timing for one problem shape, measured side by side in one run."""
+
+    name: str
+    M: int
+    N: int
+    K: int
+    dtype: str = "bf16"
+    layout: str = "nn"
+    batch: int = 1
+    torch_ms: float | None = None
+    configs: dict[str, float | None] = field(default_factory=dict)  # config key -> median ms
+    errors: dict[str, str] = field(default_factory=dict)  # config key -> why it failed
+    max_rel_error: dict[str, float] = field(default_factory=dict)  # config key -> vs torch.matmul
+    model_pick: str | None = None
+    model_predicted_ms: dict[str, float] = field(default_factory=dict)  # config key -> predicted ms
+    model_bottleneck: str | None = None
+    selection_us: float | None = None  # model's selection time for this shape
+    peer_picks: dict[str, str] = field(default_factory=dict)  # "fixed", "nvmmh", "autotune" -> config key
+    autotune_wall_s: float | None = None
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.M * self.N * self.K
+
+    def best(self) -> tuple[str, float] | None:
+        """The fastest config that ran (the exhaustive oracle)."""
+        timed = [(ms, key) for key, ms in self.configs.items() if ms is not None and math.isfinite(ms)]
+        if not timed:
+            return None
+        ms, key = min(timed)
+        return key, ms
+
+    def tflops(self, ms: float | None) -> float | None:
+        return None if ms is None or ms <= 0 else self.flops / (ms * 1e-3) / 1e12
+
+
+@dataclass
+class Results:
+    """A results file: provenance plus one ``ShapeResult`` per shape."""
+
+    device: str
+    command: str = ""
+    created_utc: str = ""
+    profile_fingerprint: str = ""
+    profile_path: str = ""
+    torch_version: str = ""
+    triton_version: str = ""
+    theodolite_version: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    shapes: list[ShapeResult] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["format"] = RESULTS_FORMAT
+        data["version"] = RESULTS_VERSION
+        return data
+
+
+def save_results(results: Results, path: str | os.PathLike[str]) -> Path:
+    """Write atomically (temporary file, then rename): an interrupted sweep never leaves half a file."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(handle, "w") as stream:
+            json.dump(results.to_json(), stream, indent=1, allow_nan=False, default=_no_nan)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _no_nan(value: Any) -> Any:
+    raise TypeError(f"cannot store {type(value).__name__} in a results file")
+
+
+def load_results(path: str | os.PathLike[str]) -> Results:
+    source = Path(path)
+    try:
+        data = json.loads(source.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{source}: no such results file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ResultsError(f"{source}: not a readable results file ({error})") from None
+    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
+        raise ResultsError(f"{source}: not a theodolite results file (format marker missing)")
+    if int(data.get("version", 0)) > RESULTS_VERSION:
+        raise ResultsError(f"{source}: results version {data.get('version')} is newer than this theodolite reads")
+    try:
+        shapes = [ShapeResult(**shape) for shape in data.pop("shapes")]
+        data.pop("format")
+        data.pop("version")
+        return Results(**data, shapes=shapes)
+    except (KeyError, TypeError) as error:
+        raise ResultsError(f"{source}: malformed results file ({error})") from None
+
+
+def merge_results(parts: list[Results]) -> Results:
+    """Join shards of one sweep (``--shard i/n``) into one file; a later shard wins on a repeated shape."""
+    if not parts:
+        raise ResultsError("nothing to merge")
+    merged = Results(**{**asdict(parts[0]), "shapes": []})
+    seen: dict[tuple[Any, ...], ShapeResult] = {}
+    for part in parts:
+        for shape in part.shapes:
+            seen[(shape.name, shape.M, shape.N, shape.K, shape.dtype, shape.layout, shape.batch)] = shape
+    merged.shapes = list(seen.values())
+    return merged
