@@ -1,0 +1,71 @@
+"""Results file: round trip, atomic write, clear errors, shard merge."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from theodolite.results import Results, ResultsError, ShapeResult, load_results, merge_results, save_results
+
+
+def _results(*shapes: ShapeResult) -> Results:
+    return Results(device="Test GPU", command="theodolite bench", shapes=list(shapes))
+
+
+def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    shape = ShapeResult(
+        "a", 128, 256, 512, torch_ms=0.5, configs={"x": 0.4, "y": None}, errors={"y": "boom"}, model_pick="x"
+    )
+    path = save_results(_results(shape), tmp_path / "r.json")
+    loaded = load_results(path)
+    assert loaded.device == "Test GPU"
+    assert loaded.shapes[0] == shape
+    assert loaded.shapes[0].best() == ("x", 0.4)
+
+
+def test_best_ignores_failed_configs_and_flops() -> None:
+    shape = ShapeResult("a", 2, 3, 4, configs={"x": None, "y": 2.0, "z": 1.0})
+    assert shape.best() == ("z", 1.0)
+    assert shape.flops == 48
+    assert shape.tflops(1.0) == pytest.approx(48 / 1e-3 / 1e12)
+    assert ShapeResult("b", 1, 1, 1).best() is None
+
+
+def test_nan_is_refused_and_no_file_is_left(tmp_path: Path) -> None:
+    target = tmp_path / "r.json"
+    with pytest.raises(ValueError):
+        save_results(_results(ShapeResult("a", 1, 1, 1, torch_ms=math.nan)), target)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("{", "not a readable"), ("[]", "not a theodolite results"), ('{"format": "other"}', "not a theodolite")],
+)
+def test_bad_files_give_clear_errors(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(ResultsError, match=message):
+        load_results(path)
+
+
+def test_missing_and_newer_files(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match="no such"):
+        load_results(tmp_path / "missing.json")
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps({"format": "theodolite-results", "version": 99, "shapes": []}))
+    with pytest.raises(ResultsError, match="newer"):
+        load_results(path)
+
+
+def test_merge_keeps_one_entry_per_shape_later_wins() -> None:
+    first = _results(ShapeResult("a", 1, 1, 1, torch_ms=1.0), ShapeResult("b", 2, 2, 2))
+    second = _results(ShapeResult("a", 1, 1, 1, torch_ms=2.0))
+    merged = merge_results([first, second])
+    assert [s.name for s in merged.shapes] == ["a", "b"]
+    assert merged.shapes[0].torch_ms == 2.0
+    with pytest.raises(ResultsError):
+        merge_results([])
