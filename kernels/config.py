@@ -46,6 +46,7 @@ OUT_DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp32")
 _MIN_CAPABILITY = {"tma": 90, "fp8e4m3": 89, "fp8e5m2": 89}
 
 ALIGN_BYTES = 16  # vector loads and TMA descriptors need 16-byte aligned rows
+SPLITK_MAX_WAVES = 2  # split-K is legal only while the output has at most this many waves of tiles
 
 
 class ConfigError(TheodoliteError):
@@ -170,6 +171,8 @@ class KernelLimits:
     max_threads_per_block: int
     warp_size: int
     sm_count: int
+    smem_bytes_per_sm: int = 0  # 0: unknown, taken as smem_bytes_per_block
+    max_threads_per_sm: int = 2048
 
     @classmethod
     def from_profile(cls, profile: Profile) -> KernelLimits:
@@ -182,6 +185,8 @@ class KernelLimits:
             max_threads_per_block=int(get("max_threads_per_block", 1024) or 1024),
             warp_size=int(get("warp_size", 32) or 32),
             sm_count=int(profile.value("sm_count")),
+            smem_bytes_per_sm=int(get("smem_bytes_per_sm", 0) or 0),
+            max_threads_per_sm=int(get("max_threads_per_sm", 2048) or 2048),
         )
 
     @property
@@ -205,44 +210,74 @@ class KernelLimits:
 # The declared config space.  Kept moderate on purpose: the validation oracle times all of it.
 # --------------------------------------------------------------------------------------------
 
-_BLOCK_K_FOR_BYTES = {1: (64, 128, 256), 2: (32, 64, 128), 4: (16, 32, 64)}
+
+# Tiles are written for 2-byte inputs; block_k scales with the element size so a K step
+# always moves the same number of bytes (fp8: twice the elements, fp32: half).
+def _scale_k(block_k: int, element: int) -> int:
+    return max(16, block_k * 2 // element)
 
 
-def _warp_stage_choices(block_m: int, block_n: int) -> list[tuple[int, int]]:
-    area = block_m * block_n
-    warps = [w for w in (4, 8) if (w == 4 and area <= 128 * 128) or (w == 8 and area >= 64 * 128)]
-    return [(w, s) for w in warps for s in (3, 4)]
+# (block_m, block_n, block_k at 2 bytes, warps, stages)
+_PERSISTENT = (
+    (128, 256, 64, 8, 3),
+    (128, 256, 64, 8, 4),
+    (256, 128, 64, 8, 3),
+    (256, 128, 64, 8, 4),
+    (128, 128, 64, 8, 3),
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 4, 4),
+    (128, 128, 128, 8, 3),
+    (128, 64, 64, 4, 3),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 3),
+    (64, 128, 64, 4, 4),
+    (64, 128, 128, 4, 3),
+    (64, 256, 64, 8, 3),
+    (64, 64, 64, 4, 4),
+    (64, 64, 128, 4, 4),
+    (32, 64, 128, 4, 4),
+    (32, 128, 64, 4, 4),
+    (16, 64, 128, 4, 4),
+    (16, 128, 128, 4, 4),
+    (16, 256, 64, 4, 4),
+)
+_TMA = (
+    (128, 256, 64, 8, 3),
+    (128, 256, 64, 8, 4),
+    (256, 128, 64, 8, 3),
+    (128, 128, 64, 8, 3),
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 4, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 128, 4, 4),
+    (64, 256, 64, 8, 4),
+)
+_STREAMK = (
+    (128, 256, 64, 8, 3),
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 4, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 64, 4, 4),
+)
+# (block_m, block_n, block_k at 2 bytes, warps, stages, split_k)
+_SPLITK = tuple(
+    (bm, bn, bk, w, s, split)
+    for bm, bn, bk, w, s in ((16, 64, 128, 4, 4), (32, 128, 64, 4, 4), (64, 64, 128, 4, 4), (64, 128, 64, 4, 4))
+    for split in (2, 4, 8, 16)
+) + ((128, 128, 64, 8, 3, 2), (128, 128, 64, 8, 3, 4))
 
 
 @lru_cache(maxsize=64)
 def _space(dtype: str, variant: str) -> tuple[GemmConfig, ...]:
     element = DTYPE_BYTES[dtype]
-    block_ks = _BLOCK_K_FOR_BYTES[element]
-    configs: list[GemmConfig] = []
-    if variant == "persistent":
-        tiles = [(bm, bn) for bm in (64, 128, 256) for bn in (64, 128, 256) if bm * bn <= 128 * 256]
-        tiles += [(16, 64), (16, 128), (32, 64), (32, 128)]  # small M (decode-like shapes)
-        for bm, bn in tiles:
-            for bk in block_ks:
-                choices = _warp_stage_choices(bm, bn) if bm >= 64 else [(4, 3), (4, 4)]
-                for warps, stages in choices:
-                    configs.append(GemmConfig("persistent", bm, bn, bk, 8, warps, stages))
-    elif variant == "tma":
-        tiles = [(64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128), (64, 256)]
-        for bm, bn in tiles:
-            for bk in block_ks[1:]:
-                for warps, stages in _warp_stage_choices(bm, bn):
-                    configs.append(GemmConfig("tma", bm, bn, bk, 8, warps, stages))
-    elif variant == "streamk":
-        for bm, bn, warps in ((128, 128, 8), (128, 256, 8), (256, 128, 8), (128, 64, 4), (64, 128, 4), (64, 64, 4)):
-            for stages in (3, 4):
-                configs.append(GemmConfig("streamk", bm, bn, block_ks[1], 8, warps, stages))
-    elif variant == "splitk":
-        for bm, bn in ((16, 64), (32, 64), (64, 64), (64, 128), (128, 64), (128, 128)):
-            warps = 4 if bm * bn <= 64 * 128 else 8
-            for split in (2, 4, 8, 16):
-                configs.append(GemmConfig("splitk", bm, bn, block_ks[-1], 8, warps, 3, split))
-    return tuple(configs)
+    if variant == "splitk":
+        return tuple(
+            GemmConfig("splitk", bm, bn, _scale_k(bk, element), 8, w, s, split) for bm, bn, bk, w, s, split in _SPLITK
+        )
+    table = {"persistent": _PERSISTENT, "tma": _TMA, "streamk": _STREAMK}[variant]
+    return tuple(GemmConfig(variant, bm, bn, _scale_k(bk, element), 8, w, s) for bm, bn, bk, w, s in table)
 
 
 def config_space(dtype: str, variants: tuple[str, ...] | None = None) -> tuple[GemmConfig, ...]:
@@ -283,8 +318,10 @@ def legality(
         return f"dtype {problem.dtype} needs a newer architecture than {limits.architecture}"
     if not limits.supports(config.variant):
         return f"variant {config.variant} needs a newer architecture than {limits.architecture}"
-    if config.variant == "tma" and not (problem.a_aligned and problem.b_aligned):
-        return "tma needs 16-byte aligned operand rows"
+    if config.variant == "tma":
+        copy_a, copy_b = needs_aligned_copy(problem)
+        if not (problem.a_aligned or copy_a) or not (problem.b_aligned or copy_b):
+            return "tma needs 16-byte aligned operand rows (and the operand is too small to copy)"
     if problem.dtype.startswith("fp8") and problem.layout != "nt" and config.variant == "tma":
         # fp8 tensor-core dots want K-major B; other layouts go through the persistent kernel only.
         return "fp8 tma path needs layout 'nt' (K-major B)"
@@ -293,6 +330,12 @@ def legality(
         return f"{threads} threads exceed the {limits.max_threads_per_block} a block may have"
     if config.variant == "splitk" and config.split_k * config.block_k > max(problem.k, 1) and config.split_k > 1:
         return f"split_k={config.split_k} x block_k={config.block_k} exceeds K={problem.k}"
+    if config.variant == "splitk":
+        tiles = problem.batch * math.ceil(problem.m / config.block_m) * math.ceil(problem.n / config.block_n)
+        if tiles > SPLITK_MAX_WAVES * limits.sm_count:
+            # Enough tiles to fill the GPU already: splitting K only adds the fp32 workspace
+            # (split_k * tiles * block_m * block_n * 4 bytes) and its reduction.
+            return f"split-K needs few output tiles ({tiles} > {SPLITK_MAX_WAVES} x {limits.sm_count} SMs)"
     if build is not None:
         if build.n_spills > 0:
             return f"compiler spills {build.n_spills} registers"
@@ -319,3 +362,48 @@ def legal_configs(
         if legality(config, problem, limits, build) is None:
             result.append(config)
     return result
+
+
+# An operand whose rows are not 16-byte aligned cannot use vector loads or TMA; gemm() then
+# copies it into a buffer with a padded row stride when the copy is read often enough to pay:
+# the copy costs one read and one write of the operand, the kernel reads it once per tile
+# column (A) or tile row (B) on the other side.
+ALIGN_COPY_MIN_REUSE = 128
+
+
+def needs_aligned_copy(problem: Problem) -> tuple[bool, bool]:
+    """Whether gemm() copies A, B into 16-byte aligned (padded-stride) buffers; the model adds the copy's cost.
+
+    Rule (exactly what gemm() does): copy an operand iff its rows are misaligned
+    (``Problem.a_aligned``/``b_aligned`` false), the problem is not empty, and the other
+    output dimension (N for A, M for B) is at least ``ALIGN_COPY_MIN_REUSE``.
+    """
+    if problem.m == 0 or problem.n == 0 or problem.k == 0 or problem.batch == 0:
+        return False, False
+    copy_a = not problem.a_aligned and problem.n >= ALIGN_COPY_MIN_REUSE
+    copy_b = not problem.b_aligned and problem.m >= ALIGN_COPY_MIN_REUSE
+    return copy_a, copy_b
+
+
+def vector_elements(dtype: str) -> int:
+    """Elements per 16-byte vector load for an input dtype."""
+    return ALIGN_BYTES // DTYPE_BYTES[dtype]
+
+
+def estimated_registers(config: GemmConfig, warp_size: int = 32) -> int:
+    """A rough per-thread register estimate (accumulator plus addressing and operand fragments)."""
+    return min(255, accumulator_registers(config, warp_size) + 64)
+
+
+def programs_per_sm(config: GemmConfig, dtype: str, limits: KernelLimits) -> int:
+    """How many programs of a persistent kernel gemm() launches per SM (grid = sm_count * this).
+
+    From shared memory, threads and an estimate of registers, capped at 4; persistent
+    variants (persistent, streamk, tma) launch ``min(tiles, sm_count * programs_per_sm)``.
+    """
+    threads = config.num_warps * limits.warp_size
+    smem_sm = limits.smem_bytes_per_sm or limits.smem_bytes_per_block
+    by_smem = smem_sm // max(1, smem_bytes(config, dtype) + 1024)
+    by_threads = limits.max_threads_per_sm // threads
+    by_regs = limits.regs_per_sm // (threads * estimated_registers(config, limits.warp_size))
+    return max(1, min(4, by_smem, by_threads, by_regs))

@@ -1,0 +1,395 @@
+"""Time every legal config (and torch.matmul, side by side) per shape; write ``theodolite.results`` JSON.
+
+Timing is ``triton.testing.do_bench``'s method with bounded counts: one checked run (output
+poisoned with NaN first, compared against torch.matmul), then runs each preceded by an L2 flush
+(Triton's 256 MB cache-clear buffer), each timed alone with CUDA events; the median is kept.
+Because L2 is flushed before every run, rotating input sets is unnecessary (it would only
+matter without the flush).  A config already 3x slower than the best so far after its first
+timed runs stops early (its median of those runs is kept): it cannot be the best.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+from theodolite.kernels.config import GemmConfig, KernelLimits, Problem, legal_configs
+
+_TORCH_DTYPES = {
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+    "tf32": torch.float32,
+    "fp32": torch.float32,
+    "fp8e4m3": torch.float8_e4m3fn,
+    "fp8e5m2": torch.float8_e5m2,
+}
+# A config whose output differs from torch.matmul by more than this (max |diff| / max |ref|) is wrong.
+WRONG_RESULT = {"fp16": 2e-2, "bf16": 3e-2, "tf32": 1e-2, "fp32": 1e-4, "fp8e4m3": 0.1, "fp8e5m2": 0.2}
+
+
+def make_inputs(
+    m: int, n: int, k: int, dtype: str, layout: str, device: torch.device, seed: int = 0, batch: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random A [M, K] and B [K, N] in ``layout`` (values ~N(0,1)/sqrt(sqrt(K)) so outputs stay O(1))."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    scale = 1.0 / max(1.0, k) ** 0.25
+    target = _TORCH_DTYPES[dtype]
+
+    def draw(rows: int, cols: int, transposed: bool) -> torch.Tensor:
+        shape = (batch, cols, rows) if transposed else (batch, rows, cols)
+        x = torch.randn(shape, generator=generator, device=device, dtype=torch.float32) * scale
+        x = x.to(target)
+        x = x.transpose(-1, -2) if transposed else x
+        return x[0] if batch == 1 else x
+
+    return draw(m, k, layout[0] == "t"), draw(k, n, layout[1] == "t")
+
+
+_LOADED: set[tuple[str, tuple[bool, ...]]] = set()
+
+
+class Timer:
+    """do_bench-style timing: L2 flushed before each run, each run timed alone, median kept."""
+
+    def __init__(self, rep_ms: float = 8.0, max_reps: int = 50, min_reps: int = 3, cutoff: float = 3.0) -> None:
+        import triton
+
+        self.driver = triton.runtime.driver.active
+        self.cache = self.driver.get_empty_cache_for_benchmark()
+        self.rep_ms = rep_ms
+        self.max_reps = max_reps
+        self.min_reps = min_reps
+        self.cutoff = cutoff
+
+    def _timed(self, fn: Callable[[], Any], count: int) -> list[float]:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+        for i in range(count):
+            self.driver.clear_cache(self.cache)
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+    def __call__(self, fn: Callable[[], Any], best_ms: float | None = None) -> float:
+        """Median milliseconds of ``fn`` (already run once by the caller: compiled and warm)."""
+        first = self._timed(fn, self.min_reps)
+        estimate = sorted(first)[len(first) // 2]
+        if best_ms is not None and estimate > self.cutoff * best_ms:
+            return estimate
+        more = int(min(self.max_reps, max(0, self.rep_ms / max(estimate, 1e-3)))) - self.min_reps
+        samples = first + (self._timed(fn, more) if more > 0 else [])
+        samples.sort()
+        return samples[len(samples) // 2]
+
+
+def _max_rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |out - ref| / max |ref|, in row chunks (outputs can be several GB)."""
+    rows = out.shape[-2]
+    chunk = max(1, (1 << 26) // max(1, out.shape[-1]))
+    worst = 0.0
+    scale = 0.0
+    for start in range(0, rows, chunk):
+        o = out[..., start : start + chunk, :].float()
+        r = ref[..., start : start + chunk, :].float()
+        diff = (o - r).abs().max().item() if o.numel() else 0.0
+        if math.isnan(diff):
+            return math.nan
+        worst = max(worst, diff)
+        scale = max(scale, r.abs().max().item() if r.numel() else 0.0)
+    return worst / scale if scale > 0 else worst
+
+
+@dataclass
+class BenchSettings:
+    dtype: str = "bf16"
+    layout: str = "nn"
+    variants: tuple[str, ...] | None = None
+    config_keys: tuple[str, ...] = ()
+    rep_ms: float = 8.0
+    max_reps: int = 50
+    budget_s: float | None = None
+    precompile: bool = True
+    workers: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def configs_for(
+    problem: Problem, limits: KernelLimits, settings: BenchSettings, profile: Any = None
+) -> list[GemmConfig]:
+    if settings.config_keys:
+        return [GemmConfig.from_key(key) for key in settings.config_keys]
+    return legal_configs(problem, limits, profile, settings.variants)
+
+
+def bench_shape(
+    name: str,
+    m: int,
+    n: int,
+    k: int,
+    settings: BenchSettings,
+    limits: KernelLimits,
+    timer: Timer,
+    profile: Any = None,
+    log: Callable[[str], None] = print,
+) -> Any:
+    """One ShapeResult: torch.matmul and every config, side by side on the same random inputs."""
+    from theodolite.kernels.build import specialization
+    from theodolite.kernels.launch import plan_gemm
+
+    from theodolite.results import ShapeResult
+
+    dtype, layout = settings.dtype, settings.layout
+    device = torch.device("cuda")
+    problem = Problem(m, n, k, dtype=dtype, layout=layout)
+    result = ShapeResult(name=name, M=m, N=n, K=k, dtype=dtype, layout=layout)
+    a, b = make_inputs(m, n, k, dtype, layout, device, seed=m * 7 + n * 13 + k)
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    if dtype.startswith("fp8"):
+        ref = (a.float() @ b.float()).to(torch.float32)
+        one = torch.ones((), device=device)
+        b_col = b.t().contiguous().t()  # _scaled_mm wants a column-major B
+
+        def torch_fn() -> None:
+            torch._scaled_mm(a, b_col, scale_a=one, scale_b=one, out_dtype=torch.float32)
+
+    else:
+        ref = torch.matmul(a, b)
+
+        def torch_fn() -> None:
+            torch.matmul(a, b, out=ref)
+
+    try:
+        torch_fn()
+        torch.cuda.synchronize()
+        result.torch_ms = timer(torch_fn)
+    except Exception as error:  # torch may not support a dtype/layout here
+        result.errors["torch"] = f"{type(error).__name__}: {str(error)[:200]}"
+    out = torch.empty_like(
+        ref, dtype=_TORCH_DTYPES[problem.output_dtype] if problem.output_dtype != "tf32" else torch.float32
+    )
+    best: float | None = None
+    for config in configs_for(problem, limits, settings, profile):
+        key = config.key
+        try:
+            plan = plan_gemm(a, b, config, out=out, precision="ieee" if dtype == "fp32" else None)
+            loaded = (key, specialization(problem))
+            if loaded not in _LOADED:  # first launch in this process loads the binary: keep it out of timings
+                plan.run()
+                _LOADED.add(loaded)
+            out.fill_(math.nan)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            plan.run()
+            end.record()
+            torch.cuda.synchronize()
+            check_ms = start.elapsed_time(end)
+            rel_error = _max_rel_error(out, ref)
+            if not math.isfinite(rel_error) or rel_error > WRONG_RESULT[dtype]:
+                result.configs[key] = None
+                result.errors[key] = f"wrong result: max_rel_error={rel_error}"
+                continue
+            result.max_rel_error[key] = rel_error
+            if best is not None and check_ms > max(1.0, timer.cutoff * best):  # noqa: SIM108
+                ms = check_ms  # far slower than the best already (one run): not worth timing further
+            else:
+                ms = timer(plan.run, best)
+            result.configs[key] = ms
+            best = ms if best is None else min(best, ms)
+        except Exception as failure:
+            result.configs[key] = None
+            result.errors[key] = f"{type(failure).__name__}: {str(failure)[:300]}"
+            torch.cuda.synchronize()
+
+    return result
+
+
+def _limits_and_profile(profile_path: str | None) -> tuple[KernelLimits, Any, str]:
+    """Limits from the profile of this device; without one (or with another device's), the H100
+    datasheet on an H100, else the limits torch reports for the device."""
+    import warnings
+
+    from theodolite.errors import ProfileError
+    from theodolite.profile import load as load_profile
+    from theodolite.profile.resolve import slug
+
+    device_name = torch.cuda.get_device_name()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            profile = load_profile(profile_path)
+        if profile_path or slug(profile.device_name) == slug(device_name):
+            return KernelLimits.from_profile(profile), profile, str(profile.origin)
+    except ProfileError:
+        if profile_path:
+            raise
+    if "H100" in device_name:
+        from theodolite.profile.datasheet import h100_sxm
+
+        profile = h100_sxm()
+        return KernelLimits.from_profile(profile), profile, "datasheet:h100_sxm"
+    from theodolite.kernels.launch import device_limits
+
+    return device_limits(torch.device("cuda")), None, "torch-device-properties"
+
+
+def run_bench(
+    shapes: Sequence[tuple[str, int, int, int]],
+    settings: BenchSettings,
+    output: str | os.PathLike[str] | None,
+    profile_path: str | None = None,
+    command: str = "",
+    log: Callable[[str], None] = print,
+    resume: str | os.PathLike[str] | None = None,
+) -> Any:
+    """Time a list of shapes, saving the results file after each shape (an interrupted sweep keeps its shapes)."""
+    import triton
+    from theodolite.kernels.build import precompile
+
+    from theodolite.results import Results, save_results
+
+    if not torch.cuda.is_available():
+        from theodolite.errors import NoDeviceError
+
+        raise NoDeviceError("bench needs a GPU (torch.cuda.is_available() is False)")
+    limits, profile, origin = _limits_and_profile(profile_path)
+    started = time.time()
+    results = Results(
+        device=torch.cuda.get_device_name(),
+        command=command,
+        created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        profile_fingerprint=getattr(profile, "fingerprint", ""),
+        profile_path=origin,
+        torch_version=torch.__version__,
+        triton_version=triton.__version__,
+        settings={
+            "dtype": settings.dtype,
+            "layout": settings.layout,
+            "variants": list(settings.variants or ()),
+            "rep_ms": settings.rep_ms,
+            "max_reps": settings.max_reps,
+            "timing": "median of L2-flushed CUDA-event runs (do_bench method), early stop at 3x the best",
+            **settings.extra,
+        },
+    )
+    if settings.precompile:
+        from theodolite.kernels.build import specialization
+
+        smallest: dict[tuple[str, tuple[bool, ...]], tuple[float, GemmConfig, Problem]] = {}
+        for _, m, n, k in shapes:
+            problem = Problem(m, n, k, dtype=settings.dtype, layout=settings.layout)
+            if problem.m * problem.n * problem.k == 0:
+                continue
+            spec = specialization(problem)
+            for config in configs_for(problem, limits, settings, profile):
+                known = smallest.get((config.key, spec))
+                if known is None or problem.flops < known[0]:
+                    smallest[(config.key, spec)] = (problem.flops, config, problem)
+        t0 = time.time()
+        workers = settings.workers or max(1, min(16, (os.cpu_count() or 2) - 1))
+        errors = precompile([(config, problem) for _, config, problem in smallest.values()], workers=workers)
+        log(
+            f"precompiled {len(smallest)} (config, specialization) pairs in {time.time() - t0:.1f}s"
+            f" with {workers} processes"
+        )
+        for error in errors[:20]:
+            log(f"  precompile: {error}")
+        results.settings["precompile_s"] = round(time.time() - t0, 1)
+    timer = Timer(settings.rep_ms, settings.max_reps)
+    done: set[tuple[str, int, int, int]] = set()
+    if resume is not None and Path(resume).is_file():
+        from theodolite.results import load_results
+
+        previous = load_results(resume)
+        results.shapes.extend(s for s in previous.shapes if s.dtype == settings.dtype and s.layout == settings.layout)
+        done = {(s.name, s.M, s.N, s.K) for s in results.shapes}
+        log(f"resuming: {len(done)} shapes already in {resume}")
+    for index, (name, m, n, k) in enumerate(shapes):
+        if (name, m, n, k) in done:
+            continue
+        if settings.budget_s is not None and time.time() - started > settings.budget_s:
+            log(f"budget of {settings.budget_s:.0f}s spent: stopping before shape {index + 1}/{len(shapes)}")
+            results.settings["incomplete"] = True
+            break
+        t0 = time.time()
+        shape = bench_shape(name, m, n, k, settings, limits, timer, profile, log)
+        results.shapes.append(shape)
+        results.settings["wall_s"] = round(time.time() - started, 1)
+        if output is not None:
+            save_results(results, output)
+        log(_progress_line(index, len(shapes), shape, time.time() - t0))
+    return results
+
+
+def _progress_line(index: int, total: int, shape: Any, seconds: float) -> str:
+    best = shape.best()
+    torch_tf = shape.tflops(shape.torch_ms)
+    if best is None:
+        return f"[{index + 1}/{total}] {shape.name} {shape.M}x{shape.N}x{shape.K}: no config ran ({seconds:.1f}s)"
+    key, ms = best
+    tf = shape.tflops(ms)
+    ratio = shape.torch_ms / ms if shape.torch_ms else float("nan")
+    torch_text = f"{torch_tf:.0f}" if torch_tf else "-"
+    return (
+        f"[{index + 1}/{total}] {shape.name} {shape.M}x{shape.N}x{shape.K}: best {key} {tf:.0f} TFLOP/s, "
+        f"torch {torch_text}, x{ratio:.2f} ({len(shape.configs)} configs, {seconds:.1f}s)"
+    )
+
+
+def summary(results: Any) -> dict[str, float]:
+    """Geomean and minimum of torch_ms / best_ms (>1: our best beats torch.matmul) over shapes with both."""
+    ratios = []
+    for shape in results.shapes:
+        best = shape.best()
+        if best is not None and shape.torch_ms and shape.flops > 0:
+            ratios.append(shape.torch_ms / best[1])
+    if not ratios:
+        return {"shapes": 0}
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return {"shapes": len(ratios), "geomean": geomean, "min": min(ratios), "below_0.85": sum(r < 0.85 for r in ratios)}
+
+
+def print_table(results: Any, stream: Any = None) -> None:
+    """A table of shape, best config, TFLOP/s and torch.matmul TFLOP/s (rich when available)."""
+    rows = []
+    for shape in results.shapes:
+        best = shape.best()
+        key, ms = best if best is not None else ("-", None)
+        tf = shape.tflops(ms)
+        ttf = shape.tflops(shape.torch_ms)
+        ratio = f"{shape.torch_ms / ms:.2f}" if ms and shape.torch_ms else "-"
+        rows.append(
+            (
+                shape.name,
+                f"{shape.M}x{shape.N}x{shape.K}",
+                key,
+                f"{tf:.1f}" if tf else "-",
+                f"{ttf:.1f}" if ttf else "-",
+                ratio,
+            )
+        )
+    stats = summary(results)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"{results.device} {results.settings.get('dtype', '')}")
+        for column in ("shape", "MxNxK", "best config", "TFLOP/s", "torch TFLOP/s", "torch/best"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*row)
+        console = Console(file=stream or sys.stdout, width=160)
+        console.print(table)
+    except ImportError:
+        for row in rows:
+            print(" | ".join(row), file=stream or sys.stdout)
+    print(f"summary: {stats}", file=stream or sys.stdout)

@@ -1,0 +1,247 @@
+"""Compile configs for a target without running them: registers, spills and shared memory for the profile.
+
+``compile_builds`` uses ``triton.compile`` on an ``ASTSource`` for ``GPUTarget("cuda", 90, 32)``
+(works on a CPU-only machine: Triton bundles ptxas), then runs ptxas ``-v`` on the PTX for
+registers and spills.  ``precompile`` warms Triton's on-disk cache for the real launches of a
+set of configs in parallel processes, so a timing sweep does not pay compiles serially.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from theodolite.kernels.config import DTYPE_BYTES, GemmConfig, config_space
+
+from theodolite.profile.schema import KernelBuild
+
+_TRITON_TYPES = {
+    "fp16": "*fp16",
+    "bf16": "*bf16",
+    "tf32": "*fp32",
+    "fp32": "*fp32",
+    "fp8e4m3": "*fp8e4nv",
+    "fp8e5m2": "*fp8e5",
+}
+_OUT_TYPES = {
+    "fp16": "*fp16",
+    "bf16": "*bf16",
+    "tf32": "*fp32",
+    "fp32": "*fp32",
+    "fp8e4m3": "*fp32",
+    "fp8e5m2": "*fp32",
+}
+PROBLEM_VARIANTS = ("nn",)
+
+
+def _source(config: GemmConfig, dtype: str, layout: str) -> tuple[Any, Any]:
+    """The ASTSource of a config's main kernel (what dominates its registers and shared memory)."""
+    from theodolite.kernels import persistent, splitk, streamk, tma
+    from triton.compiler import ASTSource
+
+    vec = 16 // DTYPE_BYTES[dtype]
+    kernel = {
+        "persistent": persistent.persistent_kernel,
+        "streamk": streamk.streamk_kernel,
+        "splitk": splitk.splitk_kernel,
+        "tma": tma.tma_kernel,
+    }[config.variant]
+    constexprs: dict[str, Any] = {
+        "BLOCK_M": config.block_m,
+        "BLOCK_N": config.block_n,
+        "BLOCK_K": config.block_k,
+        "GROUP_M": config.group_m,
+        "A_KMAJOR": layout[0] == "n",
+        "B_KMAJOR": layout[1] == "t",
+        "PRECISION": "ieee" if dtype == "fp32" else "tf32",
+    }
+    if config.variant != "tma":
+        constexprs.update(
+            A_VEC=vec, B_VEC=vec, KA_VEC=vec if layout[0] == "n" else 1, KB_VEC=vec if layout[1] == "t" else 1
+        )
+    else:
+        constexprs["BATCHED"] = False
+    if config.variant == "splitk":
+        constexprs["SPLIT_K"] = config.split_k
+    else:
+        out_vec = 16 // (2 if dtype in ("fp16", "bf16") else 4)
+        constexprs.update(HAS_C=False, BIAS_MODE=0, HAS_SCALE=False, OUT_VEC=out_vec, C_VEC=0, N_VEC=out_vec)
+    signature: dict[str, str] = {}
+    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+    declared = {p.name for p in kernel.params if p.is_constexpr}
+    missing = declared - set(constexprs)
+    if missing:
+        raise RuntimeError(f"build signature lacks constexprs {sorted(missing)} of {kernel.__name__}")
+    for index, name in enumerate(kernel.arg_names):
+        if name in constexprs:
+            signature[name] = "constexpr"
+        elif name in ("a_ptr", "b_ptr"):
+            signature[name] = _TRITON_TYPES[dtype]
+        elif name in ("out_ptr", "c_ptr", "bias_ptr"):
+            signature[name] = _OUT_TYPES[dtype]
+        elif name in ("scale_ptr", "ws_ptr"):
+            signature[name] = "*fp32"
+        elif name in ("alpha", "beta"):
+            signature[name] = "fp32"
+        else:
+            signature[name] = "i32"
+        if signature[name].startswith("*"):
+            attrs[(index,)] = [["tt.divisibility", 16]]
+    return kernel, ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+
+
+def _ptxas() -> str:
+    import triton
+
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+
+
+def _ptxas_usage(ptx: str, arch: str) -> tuple[int, int]:
+    """(registers, spill bytes) from ``ptxas -v``."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "k.ptx")
+        with open(path, "w") as stream:
+            stream.write(ptx)
+        result = subprocess.run(
+            [_ptxas(), "-v", f"--gpu-name={arch}", path, "-o", os.path.join(folder, "k.cubin")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    text = result.stdout + result.stderr
+    regs = re.search(r"Used (\d+) registers", text)
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", text)]
+    if regs is None:
+        raise RuntimeError(f"ptxas gave no register count: {text[-500:]}")
+    return int(regs.group(1)), max(spills, default=0)
+
+
+def compile_one(config_key: str, dtype: str, architecture: str = "sm_90", layout: str = "nn") -> KernelBuild:
+    """Compile one config for ``architecture`` (no GPU needed) and read its resources."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    config = GemmConfig.from_key(config_key)
+    capability = int("".join(ch for ch in architecture[3:] if ch.isdigit()))
+    target = GPUTarget("cuda", capability, 32)
+    _, source = _source(config, dtype, layout)
+    backend = triton.compiler.make_backend(target)
+    options = backend.parse_options({"num_warps": config.num_warps, "num_stages": config.num_stages})
+    compiled = triton.compile(source, target=target, options=options.__dict__)
+    arch = f"sm_{capability}a" if capability >= 90 else f"sm_{capability}"
+    regs, spills = _ptxas_usage(compiled.asm["ptx"], arch)
+    return KernelBuild(
+        variant=config.variant,
+        config_key=config.key,
+        dtype=dtype,
+        architecture=architecture,
+        n_regs=regs,
+        n_spills=spills,
+        shared_bytes=int(compiled.metadata.shared),
+        num_stages=config.num_stages,
+    )
+
+
+def _compile_task(args: tuple[str, str, str, str]) -> KernelBuild | str:
+    try:
+        return compile_one(*args)
+    except Exception as error:  # a config that does not compile is reported, not fatal
+        return f"{args[0]} {args[1]}: {type(error).__name__}: {str(error)[:300]}"
+
+
+def compile_builds(
+    dtypes: tuple[str, ...] | list[str],
+    architecture: str = "sm_90",
+    configs: list[GemmConfig] | None = None,
+    problem_variants: tuple[str, ...] = PROBLEM_VARIANTS,
+    workers: int | None = None,
+) -> list[KernelBuild]:
+    """KernelBuild (registers, spills, shared bytes) of every config of ``dtypes`` for ``architecture``.
+
+    Layouts in ``problem_variants`` are compiled too; the worst (most registers/spills) is kept
+    per config.  Configs that fail to compile are left out (their errors are printed).
+    """
+    tasks = []
+    for dtype in dtypes:
+        chosen = configs if configs is not None else list(config_space(dtype))
+        for config in chosen:
+            for layout in problem_variants:
+                tasks.append((config.key, dtype, architecture, layout))
+    workers = workers or max(1, min(len(tasks), (os.cpu_count() or 2)))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(_compile_task, tasks))
+    best: dict[tuple[str, str], KernelBuild] = {}
+    for result in results:
+        if isinstance(result, str):
+            print(f"compile failed: {result}")
+            continue
+        key = (result.config_key, result.dtype)
+        old = best.get(key)
+        if old is None or (result.n_spills, result.n_regs) > (old.n_spills, old.n_regs):
+            best[key] = result
+    return list(best.values())
+
+
+def _warm(jobs: list[tuple[str, str, str, int, int, int]]) -> list[str]:
+    """Run each (config, dtype, layout, M, N, K) once: fills Triton's disk cache for that specialization."""
+    import torch
+    from theodolite.kernels.benchmark import make_inputs
+    from theodolite.kernels.launch import plan_gemm
+
+    errors = []
+    inputs: dict[tuple[str, str, int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+    for key, dtype, layout, m, n, k in jobs:
+        try:
+            if (dtype, layout, m, n, k) not in inputs:
+                inputs.clear()
+                inputs[(dtype, layout, m, n, k)] = make_inputs(m, n, k, dtype, layout, torch.device("cuda"), seed=0)
+            a, b = inputs[(dtype, layout, m, n, k)]
+            plan_gemm(a, b, GemmConfig.from_key(key), precision="ieee" if dtype == "fp32" else None).run()
+        except Exception as error:
+            errors.append(f"{key} {m}x{n}x{k}: {type(error).__name__}: {str(error)[:200]}")
+    torch.cuda.synchronize()
+    return errors
+
+
+def specialization(problem: Any) -> tuple[bool, ...]:
+    """What decides which binary a config compiles to for a contiguous problem (sizes and strides do not):
+    operands vectorizable (aligned or copied), output rows aligned, N a multiple of the output vector."""
+    from theodolite.kernels.config import needs_aligned_copy
+
+    copy_a, copy_b = needs_aligned_copy(problem)
+    out_vec = 16 // problem.output_bytes
+    return (
+        problem.a_aligned or copy_a,
+        problem.b_aligned or copy_b,
+        problem.n % out_vec == 0 or problem.m == 1,
+        problem.n % out_vec == 0,
+        problem.batch > 1,
+    )
+
+
+def precompile(
+    jobs: list[tuple[GemmConfig, Any]],
+    workers: int = 8,
+) -> list[str]:
+    """Compile the real launches of (config, problem) pairs in ``workers`` spawned processes.
+
+    Sizes and strides are not specialized, so one binary per (config, ``specialization(problem)``)
+    serves every shape: pass one small problem per specialization.  Returns error messages.
+    """
+    import multiprocessing
+
+    tasks = [(c.key, p.dtype, p.layout, p.m, p.n, p.k) for c, p in jobs]
+    tasks.sort(key=lambda t: (t[3:], t[0]))  # shapes together: inputs are reused within a chunk
+    if not tasks:
+        return []
+    workers = max(1, min(workers, len(tasks)))
+    size = -(-len(tasks) // workers)
+    chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=len(chunks), mp_context=context) as pool:
+        results = pool.map(_warm, chunks)
+        return [error for chunk in results for error in chunk]

@@ -1,0 +1,184 @@
+"""Triton helpers every variant shares: tile order, the K loop of one tile, and the epilogue.
+
+Sizes and strides are runtime ints the JIT does not specialize (``do_not_specialize``), so one
+compiled binary per config serves every shape; what vector loads need is passed as
+constexpr facts instead (which dimension is contiguous, whether rows are 16-byte aligned).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Batch index and (pid_m, pid_n) of a linear tile index, in grouped (swizzled) order for L2 reuse."""
+    tiles_per_batch = num_pid_m * num_pid_n
+    bid = tile // tiles_per_batch
+    t = tile % tiles_per_batch
+    in_group = GROUP_M * num_pid_n
+    group = t // in_group
+    first_m = group * GROUP_M
+    group_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + ((t % in_group) % group_m)
+    pid_n = (t % in_group) // group_m
+    return bid, pid_m, pid_n
+
+
+@triton.jit
+def mma_tile(
+    a_ptr,
+    b_ptr,
+    bid,
+    pid_m,
+    pid_n,
+    k_lo,
+    k_hi,
+    LM,
+    LN,
+    KA,
+    KB,
+    stride_ab,
+    stride_a,
+    stride_bb,
+    stride_b,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    A_KMAJOR: tl.constexpr,
+    B_KMAJOR: tl.constexpr,
+    A_VEC: tl.constexpr,
+    B_VEC: tl.constexpr,
+    KA_VEC: tl.constexpr,
+    KB_VEC: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """fp32 accumulator of one output tile over K iterations [k_lo, k_hi) (in BLOCK_K steps).
+
+    Rows/columns past the edge wrap (``% LM``, ``% LN``) instead of being masked, so loads along a
+    contiguous M or N stay vectorizable; the store masks them.  K is masked every step (one
+    pipelined loop; a separate tail step costs ~40 registers and spills).
+    ``A_VEC``/``B_VEC`` (elements per 16 bytes, or 1) promise
+    aligned strides and row starts.
+    """
+    if A_VEC > 1:  # (x // v) * v: divisibility the compiler can see (multiple_of on an argument is lost)
+        stride_a = (stride_a // A_VEC) * A_VEC
+        stride_ab = (stride_ab // A_VEC) * A_VEC
+    if B_VEC > 1:
+        stride_b = (stride_b // B_VEC) * B_VEC
+        stride_bb = (stride_bb // B_VEC) * B_VEC
+    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % LM
+    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % LN
+    if A_VEC > 1:
+        rm = tl.max_contiguous(tl.multiple_of(rm, A_VEC), A_VEC)
+    if B_VEC > 1:
+        rn = tl.max_contiguous(tl.multiple_of(rn, B_VEC), B_VEC)
+    rk = tl.arange(0, BLOCK_K)
+    k0 = tl.cast(k_lo, tl.int64) * BLOCK_K
+    a_base = a_ptr + tl.cast(bid, tl.int64) * stride_ab
+    b_base = b_ptr + tl.cast(bid, tl.int64) * stride_bb
+    if A_KMAJOR:
+        a_ptrs = a_base + k0 + rm.to(tl.int64)[:, None] * stride_a + rk[None, :]
+        a_step = BLOCK_K
+    else:
+        a_ptrs = a_base + k0 * stride_a + rm[:, None] + rk.to(tl.int64)[None, :] * stride_a
+        a_step = BLOCK_K * stride_a
+    if B_KMAJOR:
+        b_ptrs = b_base + k0 + rk[:, None] + rn.to(tl.int64)[None, :] * stride_b
+        b_step = BLOCK_K
+    else:
+        b_ptrs = b_base + k0 * stride_b + rk.to(tl.int64)[:, None] * stride_b + rn[None, :]
+        b_step = BLOCK_K * stride_b
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # K extents for the masks, with the divisibility the host vouches for (KA_VEC/KB_VEC), so a
+    # mask along a contiguous K keeps 16-byte loads; a zero-padded copy extends KA/KB to the pad.
+    ka = (KA // KA_VEC) * KA_VEC - k_lo * BLOCK_K
+    kb = (KB // KB_VEC) * KB_VEC - k_lo * BLOCK_K
+    for _ in range(k_lo, k_hi):
+        a = tl.load(a_ptrs, mask=rk[None, :] < ka, other=0.0)
+        b = tl.load(b_ptrs, mask=rk[:, None] < kb, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptrs += a_step
+        b_ptrs += b_step
+        ka -= BLOCK_K
+        kb -= BLOCK_K
+    return acc
+
+
+@triton.jit
+def epilogue(
+    acc,
+    out_ptr,
+    c_ptr,
+    bias_ptr,
+    scale_ptr,
+    bid,
+    pid_m,
+    pid_n,
+    M,
+    N,
+    stride_ob,
+    stride_om,
+    stride_on,
+    stride_cb,
+    stride_cm,
+    stride_cn,
+    alpha,
+    beta,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_C: tl.constexpr,
+    BIAS_MODE: tl.constexpr,
+    HAS_SCALE: tl.constexpr,
+    OUT_VEC: tl.constexpr,
+    C_VEC: tl.constexpr,
+    N_VEC: tl.constexpr,
+):
+    """out = alpha * scale * acc + beta * C + bias, cast to out's dtype; rows/columns past the edge masked.
+
+    ``BIAS_MODE``: 0 none, 1 per column (length N), 2 per row (length M).  ``OUT_VEC``/``C_VEC``:
+    0 for any strides, v >= 1 when columns are contiguous and row/batch strides are multiples of v;
+    ``N_VEC`` divides N.  Without these the stores are scalar (sizes and strides are not specialized).
+    """
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_bound = (N // N_VEC) * N_VEC
+    mask = (rm[:, None] < M) & (rn[None, :] < n_bound)
+    if HAS_SCALE:
+        alpha = alpha * tl.load(scale_ptr)
+    acc = acc * alpha
+    if HAS_C:
+        if C_VEC > 0:
+            stride_cm = (stride_cm // C_VEC) * C_VEC
+            stride_cb = (stride_cb // C_VEC) * C_VEC
+            c_cols = rn[None, :]
+        else:
+            c_cols = rn[None, :] * stride_cn
+        c_ptrs = c_ptr + tl.cast(bid, tl.int64) * stride_cb + rm.to(tl.int64)[:, None] * stride_cm + c_cols
+        acc += beta * tl.load(c_ptrs, mask=mask, other=0.0).to(tl.float32)
+    if BIAS_MODE == 1:
+        acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+    if BIAS_MODE == 2:
+        acc += tl.load(bias_ptr + rm, mask=rm < M, other=0.0).to(tl.float32)[:, None]
+    if OUT_VEC > 0:
+        stride_om = (stride_om // OUT_VEC) * OUT_VEC
+        stride_ob = (stride_ob // OUT_VEC) * OUT_VEC
+        out_cols = rn[None, :]
+    else:
+        out_cols = rn[None, :] * stride_on
+    out_ptrs = out_ptr + tl.cast(bid, tl.int64) * stride_ob + rm.to(tl.int64)[:, None] * stride_om + out_cols
+    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def store_partial(acc, ws_ptr, slot, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write an fp32 partial tile to workspace slot ``slot`` (each slot is one BLOCK_M x BLOCK_N tile)."""
+    r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    tl.store(ws_ptr + tl.cast(slot, tl.int64) * (BLOCK_M * BLOCK_N) + r, acc)
+
+
+@triton.jit
+def load_partial(ws_ptr, slot, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    return tl.load(ws_ptr + tl.cast(slot, tl.int64) * (BLOCK_M * BLOCK_N) + r)

@@ -1,0 +1,603 @@
+"""``gemm()`` and ``problem_of()``: validate tensors, derive the Problem, plan and launch one config.
+
+Everything a user can get wrong is checked here, before any launch, and raised as a
+``ConfigError`` (a ``TheodoliteError``) naming the problem.
+
+fp32 inputs: tensor-core tf32 by default (Problem dtype ``"tf32"``); pass ``precision="ieee"``
+for full fp32 math (Problem dtype ``"fp32"``, no tensor cores).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import triton
+from theodolite.kernels.config import (
+    DTYPE_BYTES,
+    ConfigError,
+    GemmConfig,
+    KernelLimits,
+    Problem,
+    legality,
+    needs_aligned_copy,
+    programs_per_sm,
+    vector_elements,
+)
+
+_TORCH_TO_NAME: dict[torch.dtype, str] = {
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+    torch.float32: "tf32",
+    torch.float8_e4m3fn: "fp8e4m3",
+    torch.float8_e5m2: "fp8e5m2",
+}
+_NAME_TO_TORCH: dict[str, torch.dtype] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+_OUT_ALIASES: dict[Any, str] = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its CPU interpreter (tests without a GPU)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@functools.lru_cache(maxsize=16)
+def device_limits(device: torch.device) -> KernelLimits:
+    """KernelLimits of a device from torch's device properties (the interpreter gets permissive ones)."""
+    if device.type != "cuda":
+        return KernelLimits("sm_90", 227 * 1024, 65536, 255, 1024, 32, 16, 228 * 1024, 2048)
+    props = torch.cuda.get_device_properties(device)
+    major, minor = props.major, props.minor
+    smem_block = int(getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024)
+    return KernelLimits(
+        architecture=f"sm_{major}{minor}",
+        smem_bytes_per_block=smem_block,
+        regs_per_sm=int(getattr(props, "regs_per_multiprocessor", 65536) or 65536),
+        regs_per_thread_max=255,
+        max_threads_per_block=1024,
+        warp_size=int(getattr(props, "warp_size", 32) or 32),
+        sm_count=int(props.multi_processor_count),
+        smem_bytes_per_sm=int(getattr(props, "shared_memory_per_multiprocessor", 0) or smem_block),
+        max_threads_per_sm=int(getattr(props, "max_threads_per_multi_processor", 2048) or 2048),
+    )
+
+
+@dataclass
+class _Operand:
+    """One input as the kernels see it: 3-D view, which dimension is contiguous, leading and batch strides."""
+
+    tensor: torch.Tensor  # [batch or 1, rows, cols] view
+    row_major: bool
+    ld: int
+    batch_stride: int
+    aligned: bool
+    extent: int  # extent of the contiguous dimension as stored (padded after an aligned copy)
+    contiguous_is_k: bool
+
+
+def _is_tensor(x: Any, name: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise ConfigError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def _dtype_name(a: torch.Tensor, b: torch.Tensor, precision: str | None) -> str:
+    if a.dtype != b.dtype:
+        raise ConfigError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    name = _TORCH_TO_NAME.get(a.dtype)
+    if name is None:
+        raise ConfigError(
+            f"unsupported dtype {a.dtype}; expected float16, bfloat16, float32, float8_e4m3fn or float8_e5m2"
+        )
+    if precision not in (None, "tf32", "ieee"):
+        raise ConfigError(f"precision must be 'tf32' or 'ieee', got {precision!r}")
+    if precision is not None and name != "tf32":
+        raise ConfigError(f"precision={precision!r} applies to float32 inputs only, not {a.dtype}")
+    if name == "tf32" and precision == "ieee":
+        return "fp32"
+    return name
+
+
+def _shapes(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int, int, int]:
+    if a.dim() not in (2, 3) or b.dim() not in (2, 3):
+        raise ConfigError(f"a and b must be 2-D or 3-D (batched), got {a.dim()}-D and {b.dim()}-D")
+    if a.shape[-1] != b.shape[-2]:
+        raise ConfigError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    batch_a = a.shape[0] if a.dim() == 3 else 1
+    batch_b = b.shape[0] if b.dim() == 3 else 1
+    if a.dim() == 3 and b.dim() == 3 and batch_a != batch_b:
+        raise ConfigError(f"batch sizes differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    batch = max(batch_a, batch_b) if (a.dim() == 3 or b.dim() == 3) else 1
+    if a.dim() == 3 and b.dim() == 2:
+        batch = batch_a
+    if b.dim() == 3 and a.dim() == 2:
+        batch = batch_b
+    return batch, int(a.shape[-2]), int(b.shape[-1]), int(a.shape[-1])
+
+
+def _operand(x: torch.Tensor, batch: int, k_is_cols: bool, vec: int) -> _Operand:
+    """Describe x ([.., rows, cols]); a tensor with neither dimension contiguous is copied first."""
+    x3 = x if x.dim() == 3 else x.unsqueeze(0)
+    rows, cols = x3.shape[-2], x3.shape[-1]
+    s_rows, s_cols = x3.stride(-2), x3.stride(-1)
+    if s_cols == 1 or cols == 1:
+        row_major = True
+    elif s_rows == 1 or rows == 1:
+        row_major = False
+    else:
+        x3 = x3.contiguous()
+        row_major, s_rows, s_cols = True, x3.stride(-2), 1
+    if row_major:
+        ld = s_rows if rows > 1 else -(-cols // vec) * vec
+        contiguous_size, contiguous_is_k = cols, k_is_cols
+    else:
+        ld = s_cols if cols > 1 else -(-rows // vec) * vec
+        contiguous_size, contiguous_is_k = rows, not k_is_cols
+    batch_stride = x3.stride(0) if x3.shape[0] > 1 else 0
+    if x3.shape[0] == 1 and batch > 1:
+        x3 = x3.expand(batch, rows, cols)
+    aligned = (
+        x3.data_ptr() % 16 == 0
+        and ld % vec == 0
+        and batch_stride % vec == 0
+        and (contiguous_is_k or contiguous_size % vec == 0)
+    )
+    return _Operand(x3, row_major, ld, batch_stride, aligned, contiguous_size, contiguous_is_k)
+
+
+def _layout(a_op: _Operand, b_op: _Operand) -> str:
+    return ("n" if a_op.row_major else "t") + ("n" if b_op.row_major else "t")
+
+
+def problem_of(
+    a: torch.Tensor, b: torch.Tensor, out_dtype: str | torch.dtype | None = None, precision: str | None = None
+) -> Problem:
+    """The Problem (sizes, dtype name, layout, row alignment) of ``a @ b``, validating the inputs."""
+    a = _is_tensor(a, "a")
+    b = _is_tensor(b, "b")
+    if a.device != b.device:
+        raise ConfigError(f"a and b are on different devices ({a.device} and {b.device})")
+    dtype = _dtype_name(a, b, precision)
+    batch, m, n, k = _shapes(a, b)
+    vec = vector_elements(dtype)
+    a_op = _operand(a, batch, True, vec)
+    b_op = _operand(b, batch, False, vec)
+    return Problem(
+        m,
+        n,
+        k,
+        dtype=dtype,
+        batch=batch,
+        layout=_layout(a_op, b_op),
+        out_dtype=_out_name(out_dtype),
+        a_row_stride_aligned=a_op.aligned,
+        b_row_stride_aligned=b_op.aligned,
+    )
+
+
+def _out_name(out_dtype: str | torch.dtype | None) -> str | None:
+    if out_dtype is None:
+        return None
+    if isinstance(out_dtype, torch.dtype):
+        if out_dtype not in _OUT_ALIASES:
+            raise ConfigError(f"unsupported output dtype {out_dtype}; expected float16, bfloat16 or float32")
+        return _OUT_ALIASES[out_dtype]
+    if out_dtype not in _NAME_TO_TORCH:
+        raise ConfigError(f"unsupported output dtype {out_dtype!r}; expected fp16, bf16 or fp32")
+    return out_dtype
+
+
+_WORKSPACES: dict[tuple[str, int | None], torch.Tensor] = {}
+
+
+def _workspace(device: torch.device, elements: int) -> torch.Tensor:
+    """A cached fp32 scratch buffer (kernels on one stream run in order, so reuse is safe)."""
+    key = (device.type, device.index)
+    buf = _WORKSPACES.get(key)
+    if buf is None or buf.numel() < elements:
+        buf = torch.empty(max(elements, 1), dtype=torch.float32, device=device)
+        _WORKSPACES[key] = buf
+    return buf
+
+
+def _aligned_copy(op: _Operand, vec: int) -> tuple[_Operand, Callable[[], None]]:
+    """A padded-stride buffer for a misaligned operand and the copy that fills it (run at each launch)."""
+    src = op.tensor
+    batch_src = src if op.batch_stride != 0 else src[:1]
+    view = batch_src if op.row_major else batch_src.transpose(-1, -2)  # as stored: [b, outer, contiguous]
+    outer, inner = view.shape[-2], view.shape[-1]
+    padded = -(-inner // vec) * vec
+    buf = torch.empty((view.shape[0], outer, padded), dtype=src.dtype, device=src.device)
+    dst = buf[..., :inner]
+    if padded > inner:  # zero padding: along K the kernels read it (as zeros) instead of masking
+        buf[..., inner:].zero_()
+
+    def copy() -> None:
+        dst.copy_(view)
+
+    stored = dst if op.row_major else dst.transpose(-1, -2)
+    if op.batch_stride == 0 and src.shape[0] > 1:
+        stored = stored.expand(src.shape[0], *stored.shape[1:])
+    new = _Operand(
+        stored,
+        op.row_major,
+        padded,
+        buf.stride(0) if op.batch_stride != 0 else 0,
+        True,
+        padded,
+        op.contiguous_is_k,
+    )
+    return new, copy
+
+
+def _row_vec(x: torch.Tensor, n: int) -> int:
+    """Epilogue promise for a [b, M, N] tensor: 0 if columns are strided, else elements per 16 bytes that
+    divide its row and batch strides (and its base address), 1 if only columns are contiguous."""
+    if x.stride(2) != 1 and n > 1:
+        return 0
+    vec = 16 // x.element_size()
+    rows = x.stride(1) if x.shape[1] > 1 else 0
+    batches = x.stride(0) if x.shape[0] > 1 else 0
+    if rows % vec == 0 and batches % vec == 0 and x.data_ptr() % 16 == 0:
+        return vec
+    return 1
+
+
+def _scale_tensor(a_scale: Any, b_scale: Any, device: torch.device) -> torch.Tensor | None:
+    if a_scale is None and b_scale is None:
+        return None
+    scale = torch.ones(1, dtype=torch.float32, device=device)
+    for name, value in (("a_scale", a_scale), ("b_scale", b_scale)):
+        if value is None:
+            continue
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise ConfigError(f"{name} must be a per-tensor scale (one element), got shape {tuple(value.shape)}")
+            if value.device != device:
+                raise ConfigError(f"{name} is on {value.device}, the inputs on {device}")
+            scale = scale * value.reshape(1).to(torch.float32)
+        elif isinstance(value, (int, float)):
+            scale = scale * float(value)
+        else:
+            raise ConfigError(f"{name} must be a float or a one-element tensor, got {type(value).__name__}")
+    return scale
+
+
+def fast_launch_enabled() -> bool:
+    """``THEODOLITE_FAST_LAUNCH=1``: repeat launches call the compiled kernel directly (opt-in, see _Launch)."""
+    return os.environ.get("THEODOLITE_FAST_LAUNCH", "0") not in ("", "0") and not interpreting()
+
+
+class _Launch:
+    """One kernel launch of a plan.
+
+    The first call goes through ``JITFunction.__getitem__`` (specialization, compile or cache
+    lookup).  With ``THEODOLITE_FAST_LAUNCH=1`` later calls launch the returned CompiledKernel
+    directly with positional arguments, skipping Triton's Python binder: on H100 the normal path
+    costs tens of microseconds of CPU per launch, which dominates tiny GEMMs.  Opt-in until
+    validated on a GPU (tests/kernels/test_gpu_kernels.py::test_fast_launch_matches).
+    """
+
+    def __init__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.kernel = kernel
+        self.grid = grid
+        self.args = args
+        self.kwargs = kwargs
+        self.runner: Callable[..., None] | None = None
+        self.ordered: list[Any] = []
+
+    def __call__(self) -> None:
+        if self.runner is not None:
+            self.runner(*self.ordered)
+            return
+        compiled = self.kernel[self.grid](*self.args, **self.kwargs)
+        if compiled is not None and fast_launch_enabled():
+            names = list(self.kernel.arg_names)
+            values = dict(zip(names, self.args, strict=False))
+            values.update({key: value for key, value in self.kwargs.items() if key in names})
+            self.ordered = [values[name] for name in names]
+            self.runner = compiled[self.grid]
+
+
+@dataclass
+class GemmPlan:
+    """A validated launch: ``run()`` performs the copies and kernels and returns ``out``."""
+
+    out: torch.Tensor
+    problem: Problem
+    config: GemmConfig
+    steps: list[Callable[[], None]] = field(default_factory=list)
+
+    def run(self) -> torch.Tensor:
+        for step in self.steps:
+            step()
+        return self.out
+
+
+def plan_gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    config: GemmConfig,
+    *,
+    out: torch.Tensor | None = None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    c: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    out_dtype: str | torch.dtype | None = None,
+    num_sms: int | None = None,
+    a_scale: Any = None,
+    b_scale: Any = None,
+    precision: str | None = None,
+) -> GemmPlan:
+    """Validate everything and prepare the launches of ``gemm`` (the benchmark times ``plan.run``)."""
+    if not isinstance(config, GemmConfig):
+        raise ConfigError(f"config must be a GemmConfig, got {type(config).__name__}")
+    problem = problem_of(a, b, out_dtype, precision)
+    device = a.device
+    if device.type != "cuda" and not interpreting():
+        raise ConfigError(f"inputs are on {device}: the kernels need a CUDA device (or TRITON_INTERPRET=1)")
+    if not isinstance(alpha, (int, float)) or not isinstance(beta, (int, float)):
+        raise ConfigError("alpha and beta must be Python numbers")
+    batch, m, n, k = problem.batch, problem.m, problem.n, problem.k
+    three_d = a.dim() == 3 or b.dim() == 3
+    out_torch = _NAME_TO_TORCH[problem.output_dtype]
+    out_shape = (batch, m, n) if three_d else (m, n)
+    if out is None:
+        out = torch.empty(out_shape, dtype=out_torch, device=device)
+    else:
+        out = _is_tensor(out, "out")
+        if tuple(out.shape) != out_shape:
+            raise ConfigError(f"out has shape {tuple(out.shape)}, expected {out_shape}")
+        if out.device != device:
+            raise ConfigError(f"out is on {out.device}, the inputs on {device}")
+        if out_dtype is not None and out.dtype != out_torch:
+            raise ConfigError(f"out has dtype {out.dtype} but out_dtype asks for {out_torch}")
+        if out.dtype not in _OUT_ALIASES:
+            raise ConfigError(f"unsupported output dtype {out.dtype}; expected float16, bfloat16 or float32")
+    out3 = out if out.dim() == 3 else out.unsqueeze(0)
+    c3 = None
+    if c is not None and beta != 0:
+        c = _is_tensor(c, "c")
+        if c.device != device:
+            raise ConfigError(f"c is on {c.device}, the inputs on {device}")
+        try:
+            c3 = c.expand(out_shape)
+        except RuntimeError:
+            raise ConfigError(f"c of shape {tuple(c.shape)} does not broadcast to the output {out_shape}") from None
+        c3 = c3 if c3.dim() == 3 else c3.unsqueeze(0)
+    elif c is not None:
+        _is_tensor(c, "c")
+    bias_mode = 0
+    if bias is not None:
+        bias = _is_tensor(bias, "bias")
+        if bias.device != device:
+            raise ConfigError(f"bias is on {bias.device}, the inputs on {device}")
+        shape = tuple(bias.shape)
+        if shape in ((n,), (1, n)):
+            bias_mode = 1
+        elif shape in ((m,), (m, 1)):
+            bias_mode = 2
+        else:
+            raise ConfigError(f"bias must have shape ({n},) per column or ({m}, 1) per row, got {shape}")
+        bias = bias.reshape(-1)
+        if bias.stride(0) != 1:
+            bias = bias.contiguous()
+    scale = _scale_tensor(a_scale, b_scale, device)
+    if scale is not None and not problem.dtype.startswith("fp8"):
+        raise ConfigError("a_scale/b_scale apply to fp8 inputs only")
+    limits = device_limits(device)
+    reason = legality(config, problem, limits)
+    if reason is not None:
+        raise ConfigError(f"config {config.key} cannot run {m}x{n}x{k} {problem.dtype} {problem.layout}: {reason}")
+    if num_sms is not None and (not isinstance(num_sms, int) or num_sms < 1):
+        raise ConfigError(f"num_sms must be a positive int, got {num_sms!r}")
+
+    plan = GemmPlan(out, problem, config)
+    if batch == 0 or m == 0 or n == 0:
+        return plan
+    if k == 0:
+
+        def fill() -> None:
+            result = torch.zeros(out_shape, dtype=torch.float32, device=device)
+            if c3 is not None:
+                result = result + beta * c3.reshape(result.shape if three_d else (m, n)).to(torch.float32)
+            if bias is not None:
+                result = result + (bias.to(torch.float32) if bias_mode == 1 else bias.to(torch.float32)[:, None])
+            out.copy_(result)
+
+        plan.steps.append(fill)
+        return plan
+
+    vec = vector_elements(problem.dtype)
+    a_op = _operand(a, batch, True, vec)
+    b_op = _operand(b, batch, False, vec)
+    copy_a, copy_b = needs_aligned_copy(problem)
+    if copy_a:
+        a_op, step = _aligned_copy(a_op, vec)
+        plan.steps.append(step)
+    if copy_b:
+        b_op, step = _aligned_copy(b_op, vec)
+        plan.steps.append(step)
+    lm = m if a_op.contiguous_is_k else a_op.extent
+    ln = n if b_op.contiguous_is_k else b_op.extent
+    ka = a_op.extent if a_op.contiguous_is_k else k
+    kb = b_op.extent if b_op.contiguous_is_k else k
+    ka_vec = vec if a_op.aligned and a_op.contiguous_is_k and ka % vec == 0 else 1
+    kb_vec = vec if b_op.aligned and b_op.contiguous_is_k and kb % vec == 0 else 1
+    if config.variant == "tma":
+        if not (a_op.aligned and b_op.aligned):
+            raise ConfigError(f"config {config.key}: tma needs 16-byte aligned operand rows")
+        if batch > 1 and (a_op.batch_stride == 0 or b_op.batch_stride == 0):
+            raise ConfigError(f"config {config.key}: tma cannot broadcast an operand over the batch")
+        _ensure_allocator()
+    if problem.dtype.startswith("fp8") and not limits.supports(problem.dtype):
+        raise ConfigError(f"fp8 needs compute capability 8.9 or newer ({limits.architecture} here)")
+
+    sms = num_sms if num_sms is not None else limits.sm_count
+    tiles_m = -(-m // config.block_m)
+    tiles_n = -(-n // config.block_n)
+    tiles = batch * tiles_m * tiles_n
+    dummy = out
+    common = dict(
+        M=m, N=n, K=k, LM=lm, LN=ln, KA=ka, KB=kb, num_tiles=tiles,
+        stride_ab=a_op.batch_stride, stride_a=a_op.ld, stride_bb=b_op.batch_stride, stride_b=b_op.ld,
+    )  # fmt: skip
+    epi = dict(
+        stride_ob=out3.stride(0) if out3.shape[0] > 1 else 0,
+        stride_om=out3.stride(1),
+        stride_on=out3.stride(2),
+        stride_cb=(c3.stride(0) if c3.shape[0] > 1 else 0) if c3 is not None else 0,
+        stride_cm=c3.stride(1) if c3 is not None else 0,
+        stride_cn=c3.stride(2) if c3 is not None else 0,
+        alpha=float(alpha),
+        beta=float(beta),
+    )
+    out_vec = _row_vec(out3, n)
+    c_vec = _row_vec(c3, n) if c3 is not None else 0
+    full = 16 // out3.element_size()
+    flags = dict(
+        HAS_C=c3 is not None,
+        BIAS_MODE=bias_mode,
+        HAS_SCALE=scale is not None,
+        OUT_VEC=out_vec,
+        C_VEC=c_vec,
+        N_VEC=full if out_vec == full and n % full == 0 else 1,
+    )
+    meta = dict(
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
+        num_warps=config.num_warps, num_stages=config.num_stages,
+    )  # fmt: skip
+    operand_flags = dict(
+        A_KMAJOR=a_op.row_major, B_KMAJOR=not b_op.row_major,
+        A_VEC=vec if a_op.aligned else 1, B_VEC=vec if b_op.aligned else 1, KA_VEC=ka_vec, KB_VEC=kb_vec,
+        PRECISION="ieee" if problem.dtype == "fp32" else "tf32",
+    )  # fmt: skip
+    pointers = (a_op.tensor, b_op.tensor, out3, c3 if c3 is not None else dummy, bias if bias is not None else dummy,
+                scale if scale is not None else dummy)  # fmt: skip
+    per_sm = programs_per_sm(config, problem.dtype, limits)
+    if config.variant == "persistent":
+        from theodolite.kernels.persistent import persistent_kernel
+
+        grid = (min(tiles, sms * per_sm),)
+        plan.steps.append(
+            _Launch(persistent_kernel, grid, pointers, {**common, **epi, **meta, **operand_flags, **flags})
+        )
+    elif config.variant == "tma":
+        from theodolite.kernels.tma import tma_kernel
+
+        grid = (min(tiles, sms * per_sm),)
+        tma_flags = {
+            key: value for key, value in operand_flags.items() if key not in ("A_VEC", "B_VEC", "KA_VEC", "KB_VEC")
+        }
+        sab = a_op.batch_stride if batch > 1 else a_op.ld * max(m, k)
+        sbb = b_op.batch_stride if batch > 1 else b_op.ld * max(n, k)
+        sab = -(-sab // vec) * vec
+        sbb = -(-sbb // vec) * vec
+        tma_common = {**common, "stride_ab": sab, "stride_bb": sbb}
+        kwargs = {**tma_common, **epi, "batch": batch, "BATCHED": batch > 1, **meta, **tma_flags, **flags}
+        plan.steps.append(_Launch(tma_kernel, grid, pointers, kwargs))
+    elif config.variant == "streamk":
+        from theodolite.kernels.streamk import streamk_fixup, streamk_kernel
+
+        programs_launched = min(sms * per_sm, tiles * -(-k // config.block_k))
+        sk_tiles = tiles % programs_launched
+        dp_tiles = tiles - sk_tiles
+        grid = (programs_launched,)
+        ws = _workspace(device, programs_launched * 2 * config.block_m * config.block_n)
+
+        plan.steps.append(
+            _Launch(streamk_kernel, grid, (*pointers, ws),
+                    {**common, **epi, "dp_tiles": dp_tiles, **meta, **operand_flags, **flags})
+        )  # fmt: skip
+        if sk_tiles:
+            fixup_args = (
+                out3, pointers[3], pointers[4], pointers[5], ws,
+                m, n, k, lm, ln, ka, kb, tiles,
+                epi["stride_ob"], epi["stride_om"], epi["stride_on"],
+                epi["stride_cb"], epi["stride_cm"], epi["stride_cn"],
+                epi["alpha"], epi["beta"], dp_tiles, programs_launched,
+            )  # fmt: skip
+            plan.steps.append(_Launch(streamk_fixup, (sk_tiles,), fixup_args, {**meta, **flags}))
+    elif config.variant == "splitk":
+        from theodolite.kernels.splitk import splitk_kernel, splitk_reduce
+
+        split = config.split_k
+        ws = _workspace(device, split * tiles * config.block_m * config.block_n)
+        op_meta = {key: value for key, value in meta.items()}
+
+        plan.steps.append(
+            _Launch(splitk_kernel, (tiles, split), (pointers[0], pointers[1], ws),
+                    {**common, "SPLIT_K": split, **op_meta, **operand_flags})
+        )  # fmt: skip
+        reduce_args = (
+            out3, pointers[3], pointers[4], pointers[5], ws, m, n, tiles,
+            epi["stride_ob"], epi["stride_om"], epi["stride_on"],
+            epi["stride_cb"], epi["stride_cm"], epi["stride_cn"],
+            epi["alpha"], epi["beta"],
+        )  # fmt: skip
+        reduce_meta = dict(
+            BLOCK_M=config.block_m, BLOCK_N=config.block_n, GROUP_M=config.group_m, SPLIT_K=split,
+            num_warps=config.num_warps, num_stages=1, **flags,
+        )  # fmt: skip
+        plan.steps.append(_Launch(splitk_reduce, (tiles,), reduce_args, reduce_meta))
+    return plan
+
+
+def gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    config: GemmConfig,
+    *,
+    out: torch.Tensor | None = None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    c: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    out_dtype: str | torch.dtype | None = None,
+    num_sms: int | None = None,
+    a_scale: Any = None,
+    b_scale: Any = None,
+    precision: str | None = None,
+) -> torch.Tensor:
+    """``alpha * scale * (a @ b) + beta * c + bias`` with one explicit kernel config.
+
+    - a ``[M, K]`` or ``[batch, M, K]``, b ``[K, N]`` or ``[batch, K, N]`` (a 2-D operand broadcasts
+      over the batch); any strides with one unit-stride dimension (others are copied).
+    - dtypes fp16, bf16, fp32 (tf32 math unless ``precision="ieee"``), fp8 e4m3/e5m2 with
+      per-tensor ``a_scale``/``b_scale`` (float or one-element tensor; Hopper and newer).
+    - output dtype: ``out_dtype`` or ``out.dtype``; default the input dtype (fp32 for fp32 and fp8).
+    - ``c`` broadcasts to the output (read only when beta != 0); ``bias`` of shape ``(N,)`` or
+      ``(1, N)`` is per column (like ``nn.Linear``), ``(M,)`` or ``(M, 1)`` per row; a 1-D bias
+      with M == N is per column.
+    - ``num_sms``: programs of persistent variants are ``num_sms * programs_per_sm``; default the device's.
+    - Misaligned operands are copied to padded buffers exactly when ``config.needs_aligned_copy`` says so.
+    """
+    return plan_gemm(
+        a, b, config, out=out, alpha=alpha, beta=beta, c=c, bias=bias, out_dtype=out_dtype,
+        num_sms=num_sms, a_scale=a_scale, b_scale=b_scale, precision=precision,
+    ).run()  # fmt: skip
+
+
+_ALLOCATOR_SET = False
+
+
+def _ensure_allocator() -> None:
+    """Device-side tensor descriptors need global scratch from an allocator Triton calls at launch."""
+    global _ALLOCATOR_SET
+    if _ALLOCATOR_SET:
+        return
+
+    def alloc(size: int, alignment: int, stream: Any) -> torch.Tensor:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        return torch.empty(size, device=device, dtype=torch.int8)
+
+    triton.set_allocator(alloc)
+    _ALLOCATOR_SET = True
+
+
+__all__ = ["GemmPlan", "device_limits", "gemm", "interpreting", "plan_gemm", "problem_of", "DTYPE_BYTES"]

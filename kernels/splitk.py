@@ -1,0 +1,66 @@
+"""Split-K GEMM for small M*N with large K: ``split_k`` programs per tile write fp32 partials, then a
+fixed-order reduction adds them and applies the epilogue (deterministic: no atomics)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from theodolite.kernels.epilogue import epilogue, mma_tile, tile_coords
+from theodolite.kernels.persistent import RUNTIME_INTS
+
+
+@triton.jit(do_not_specialize=RUNTIME_INTS)
+def splitk_kernel(
+    a_ptr, b_ptr, ws_ptr,
+    M, N, K, LM, LN, KA, KB, num_tiles,
+    stride_ab, stride_a, stride_bb, stride_b,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
+    KA_VEC: tl.constexpr, KB_VEC: tl.constexpr,
+    PRECISION: tl.constexpr,
+):  # fmt: skip
+    """Grid (tiles, SPLIT_K); partial s of tile t goes to ws[s, t] (an fp32 BLOCK_M x BLOCK_N block)."""
+    tile = tl.program_id(0)
+    s = tl.program_id(1)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    per = tl.cdiv(k_tiles, SPLIT_K)
+    k_lo = tl.minimum(s * per, k_tiles)
+    k_hi = tl.minimum(k_lo + per, k_tiles)
+    bid, pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+    acc = mma_tile(
+        a_ptr, b_ptr, bid, pid_m, pid_n, k_lo, k_hi, LM, LN, KA, KB,
+        stride_ab, stride_a, stride_bb, stride_b,
+        BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION,
+    )  # fmt: skip
+    r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    offset = (s.to(tl.int64) * num_tiles + tile) * (BLOCK_M * BLOCK_N)
+    tl.store(ws_ptr + offset + r, acc)
+
+
+@triton.jit(do_not_specialize=RUNTIME_INTS)
+def splitk_reduce(
+    out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr,
+    M, N, num_tiles,
+    stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
+    alpha, beta,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr,
+    HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr, HAS_SCALE: tl.constexpr,
+    OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
+):  # fmt: skip
+    """One program per tile: partials added in split order 0..SPLIT_K-1, then the epilogue."""
+    tile = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    bid, pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+    r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):
+        acc += tl.load(ws_ptr + (s * num_tiles + tile).to(tl.int64) * (BLOCK_M * BLOCK_N) + r)
+    epilogue(
+        acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+        stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
+        BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
+    )  # fmt: skip

@@ -1,0 +1,157 @@
+"""GPU tests of the compiled kernels (marker ``gpu``): bf16/fp16, tf32/ieee fp32, fp8 with scales, huge shapes.
+
+Relative error is max |out - ref| / max |ref| against a float64 reference on fresh random data.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+TOL = {"fp16": 1e-2, "bf16": 1e-2, "tf32": 1e-3, "fp32": 1e-5, "fp8": 1e-2}
+TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "fp32": torch.float32}
+
+
+def _kernels():  # type: ignore[no-untyped-def]
+    import theodolite.kernels as kernels  # imported lazily: the interpreter tests set TRITON_INTERPRET first
+
+    return kernels
+
+
+def configs() -> dict[str, object]:
+    k = _kernels()
+    return {
+        "persistent": k.GemmConfig("persistent", 128, 128, 64, 8, 8, 3),
+        "streamk": k.GemmConfig("streamk", 128, 128, 64, 8, 8, 4),
+        "splitk": k.GemmConfig("splitk", 64, 64, 64, 8, 4, 3, 4),
+        "tma": k.GemmConfig("tma", 128, 128, 64, 8, 8, 3),
+        "small": k.GemmConfig("persistent", 16, 64, 64, 8, 4, 4),
+    }
+
+
+def operand(rows: int, cols: int, transposed: bool, dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
+    shape = (cols, rows) if transposed else (rows, cols)
+    x = (torch.randn(shape, device="cuda") * scale).to(dtype)
+    return x.t() if transposed else x
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    assert not torch.isnan(out).any()
+    return ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-12)).item()
+
+
+# Every layout and dtype through the persistent kernel, the other variants on a subset (compiles cost ~1 s each).
+CASES = [
+    ("persistent", dtype, layout) for dtype in ("fp16", "bf16", "tf32", "fp32") for layout in ("nn", "nt", "tn", "tt")
+]
+CASES += [(variant, "bf16", layout) for variant in ("streamk", "splitk", "tma", "small") for layout in ("nn", "tt")]
+CASES += [(variant, dtype, "nt") for variant in ("streamk", "splitk", "tma") for dtype in ("tf32", "fp32")]
+
+
+@pytest.mark.parametrize(("variant", "dtype", "layout"), CASES)
+@pytest.mark.parametrize("shape", [(1000, 1008, 520), (17, 33, 1024)])
+def test_dtypes_variants_layouts(dtype: str, variant: str, layout: str, shape: tuple[int, int, int]) -> None:
+    k = _kernels()
+    m, n, kk = shape
+    a = operand(m, kk, layout[0] == "t", TORCH[dtype])
+    b = operand(kk, n, layout[1] == "t", TORCH[dtype])
+    config = configs()[variant]
+    problem = k.problem_of(a, b, precision="ieee" if dtype == "fp32" else None)
+    reason = k.legality(config, problem, k.device_limits(a.device))
+    if reason is not None:
+        pytest.skip(reason)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=TORCH[dtype])
+    k.gemm(a, b, config, out=out, precision="ieee" if dtype == "fp32" else None)
+    ref = a.double() @ b.double()
+    assert rel_error(out, ref) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("fp8", ["e4m3", "e5m2"])
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+@pytest.mark.parametrize("variant", ["persistent", "tma", "streamk", "splitk"])
+def test_fp8_with_scales(fp8: str, layout: str, variant: str) -> None:
+    k = _kernels()
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("fp8 needs sm_89+")
+    dtype = torch.float8_e4m3fn if fp8 == "e4m3" else torch.float8_e5m2
+    m, n, kk = 256, 384, 512
+    a = operand(m, kk, False, dtype)
+    b = operand(kk, n, layout[1] == "t", dtype)
+    config = k.GemmConfig(variant, 128, 128, 128, 8, 8, 3, 4 if variant == "splitk" else 1)
+    problem = k.problem_of(a, b)
+    reason = k.legality(config, problem, k.device_limits(a.device))
+    if reason is not None:
+        pytest.skip(reason)
+    sa, sb = torch.tensor(0.5, device="cuda"), 3.0
+    out = k.gemm(a, b, config, a_scale=sa, b_scale=sb, out_dtype=torch.float32)
+    ref = (a.double() * 0.5) @ (b.double() * 3.0)
+    assert rel_error(out, ref) <= TOL["fp8"]
+
+
+def test_epilogue_and_batch_bf16() -> None:
+    k = _kernels()
+    a = torch.randn(3, 300, 520, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(3, 520, 264, device="cuda", dtype=torch.bfloat16)
+    c = torch.randn(3, 300, 264, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(264, device="cuda", dtype=torch.bfloat16)
+    for variant in ("persistent", "streamk", "splitk", "tma"):
+        out = k.gemm(a, b, configs()[variant], alpha=0.5, beta=2.0, c=c, bias=bias)
+        ref = 0.5 * (a.double() @ b.double()) + 2.0 * c.double() + bias.double()
+        assert rel_error(out, ref) <= TOL["bf16"], variant
+
+
+def test_misaligned_3000x1500x7000() -> None:
+    k = _kernels()
+    a = operand(3000, 7000, False, torch.bfloat16)
+    b = operand(7000, 1500, False, torch.bfloat16)
+    assert k.needs_aligned_copy(k.problem_of(a, b)) == (False, True)
+    for variant in ("persistent", "tma", "streamk"):
+        out = k.gemm(a, b, configs()[variant])
+        assert rel_error(out, a.double() @ b.double()) <= TOL["bf16"], variant
+
+
+def test_deterministic_reductions() -> None:
+    k = _kernels()
+    a = operand(64, 8192, False, torch.bfloat16)
+    b = operand(8192, 512, False, torch.bfloat16)
+    for variant in ("streamk", "splitk"):
+        first = k.gemm(a, b, configs()[variant])
+        for _ in range(3):
+            assert torch.equal(first, k.gemm(a, b, configs()[variant])), variant
+
+
+def test_more_than_2_31_elements() -> None:
+    k = _kernels()
+    free = torch.cuda.mem_get_info()[0]
+    if free < 24 * 2**30:
+        pytest.skip("needs ~24 GiB free")
+    # output of 2^31 elements
+    a = operand(65536, 64, False, torch.bfloat16)
+    b = operand(64, 32768, False, torch.bfloat16)
+    out = k.gemm(a, b, configs()["persistent"])
+    for rows in (slice(0, 256), slice(65536 - 256, 65536)):
+        ref = a[rows].double() @ b.double()
+        assert rel_error(out[rows], ref) <= TOL["bf16"]
+    del out
+    # an A operand of 2^31 elements
+    a = operand(2**25, 64, False, torch.bfloat16)
+    b = operand(64, 16, False, torch.bfloat16)
+    out = k.gemm(a, b, configs()["small"])
+    for rows in (slice(0, 1024), slice(2**25 - 1024, 2**25)):
+        assert rel_error(out[rows], a[rows].double() @ b.double()) <= TOL["bf16"]
+
+
+def test_fast_launch_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """THEODOLITE_FAST_LAUNCH=1 relaunches the compiled kernel directly: same results as the normal path."""
+    k = _kernels()
+    monkeypatch.setenv("THEODOLITE_FAST_LAUNCH", "1")
+    a = operand(300, 520, False, torch.bfloat16)
+    b = operand(520, 264, False, torch.bfloat16)
+    for variant in ("persistent", "streamk", "splitk", "tma"):
+        plan = k.plan_gemm(a, b, configs()[variant])
+        first = plan.run().clone()
+        plan.out.fill_(float("nan"))
+        second = plan.run()  # the fast path
+        assert torch.equal(first, second), variant

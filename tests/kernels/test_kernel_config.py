@@ -1,0 +1,142 @@
+"""CPU tests of the pure-Python config space and legality (kernels/config.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from theodolite.kernels.config import (
+    ALIGN_COPY_MIN_REUSE,
+    DTYPE_BYTES,
+    VARIANTS,
+    ConfigError,
+    GemmConfig,
+    KernelLimits,
+    Problem,
+    config_space,
+    legal_configs,
+    legality,
+    needs_aligned_copy,
+    programs_per_sm,
+    smem_bytes,
+)
+
+H100 = KernelLimits("sm_90", 227 * 1024, 65536, 255, 1024, 32, 132, 228 * 1024, 2048)
+AMPERE = KernelLimits("sm_80", 163 * 1024, 65536, 255, 1024, 32, 108)
+
+
+def test_config_import_is_light() -> None:
+    code = (
+        "import sys, theodolite.kernels.config, theodolite.kernels; "
+        "print('torch' in sys.modules, 'triton' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPE_BYTES))
+def test_space_keys_round_trip_and_are_unique(dtype: str) -> None:
+    space = config_space(dtype)
+    keys = [c.key for c in space]
+    assert len(keys) == len(set(keys))
+    assert all(GemmConfig.from_key(k) == c for k, c in zip(keys, space, strict=True))
+    assert {c.variant for c in space} == set(VARIANTS)
+
+
+def test_space_is_deterministic_and_ordered_by_variant() -> None:
+    assert config_space("bf16") == config_space("bf16")
+    assert config_space("bf16", ("splitk",)) == tuple(c for c in config_space("bf16") if c.variant == "splitk")
+    with pytest.raises(ConfigError):
+        config_space("int8")
+    with pytest.raises(ConfigError):
+        config_space("bf16", ("nope",))
+
+
+@given(
+    variant=st.sampled_from(VARIANTS),
+    bm=st.sampled_from([16, 32, 64, 128, 256]),
+    bn=st.sampled_from([16, 32, 64, 128, 256]),
+    bk=st.sampled_from([16, 32, 64, 128]),
+    group=st.integers(1, 16),
+    warps=st.sampled_from([1, 2, 4, 8]),
+    stages=st.integers(1, 6),
+    split=st.integers(1, 32),
+)
+def test_key_round_trip_property(
+    variant: str, bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: int
+) -> None:
+    if variant != "splitk":
+        split = 1
+    config = GemmConfig(variant, bm, bn, bk, group, warps, stages, split)
+    assert GemmConfig.from_key(config.key) == config
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(variant="bogus", block_m=64, block_n=64, block_k=32),
+        dict(variant="persistent", block_m=48, block_n=64, block_k=32),
+        dict(variant="persistent", block_m=64, block_n=64, block_k=32, split_k=2),
+        dict(variant="persistent", block_m=0, block_n=64, block_k=32),
+    ],
+)
+def test_bad_configs_raise(kwargs: dict) -> None:
+    with pytest.raises(ConfigError):
+        GemmConfig(**kwargs)
+
+
+def test_bad_key_raises() -> None:
+    with pytest.raises(ConfigError, match="not a config key"):
+        GemmConfig.from_key("persistent/128x128")
+
+
+def test_problem_validation() -> None:
+    with pytest.raises(ConfigError):
+        Problem(-1, 2, 3)
+    with pytest.raises(ConfigError):
+        Problem(1, 2, 3, dtype="int8")
+    with pytest.raises(ConfigError):
+        Problem(1, 2, 3, layout="xx")
+    assert Problem(2, 3, 4, dtype="tf32").output_dtype == "fp32"
+    assert Problem(2, 3, 4).flops == 2 * 2 * 3 * 4
+
+
+def test_alignment_and_copy_rule() -> None:
+    aligned = Problem(3000, 1504, 7000)
+    assert aligned.a_aligned and aligned.b_aligned
+    assert needs_aligned_copy(aligned) == (False, False)
+    odd = Problem(3000, 1500, 7000)  # B rows of 1500 bf16 = 3000 bytes: misaligned
+    assert odd.a_aligned and not odd.b_aligned
+    assert needs_aligned_copy(odd) == (False, True)
+    small_m = Problem(ALIGN_COPY_MIN_REUSE - 1, 1500, 7000)
+    assert needs_aligned_copy(small_m) == (False, False)
+    assert needs_aligned_copy(Problem(0, 1500, 7000)) == (False, False)
+    # layout decides which dimension is the row: A stored transposed has rows of M elements.
+    assert not Problem(1001, 512, 512, layout="tn").a_aligned
+    assert Problem(1001, 512, 512, layout="nn").a_aligned
+
+
+def test_legality_rules() -> None:
+    problem = Problem(4096, 4096, 4096)
+    tma = GemmConfig("tma", 128, 128, 64, 8, 8, 3)
+    assert legality(tma, problem, H100) is None
+    assert "newer architecture" in legality(tma, problem, AMPERE)
+    assert "aligned" in legality(tma, Problem(64, 60, 4090), H100)
+    assert legality(tma, Problem(3000, 1500, 7000), H100) is None  # B is copied
+    split = GemmConfig("splitk", 64, 64, 128, 8, 4, 3, 16)
+    assert "exceeds K" in legality(split, Problem(64, 64, 1024), H100)
+    huge = GemmConfig("persistent", 256, 256, 128, 8, 8, 5)
+    assert "shared memory" in legality(huge, problem, H100) or "registers" in legality(huge, problem, H100)
+    fp8 = Problem(1024, 1024, 1024, dtype="fp8e4m3")
+    assert "newer architecture" in legality(GemmConfig("persistent", 64, 64, 64), fp8, AMPERE)
+
+
+def test_legal_configs_subset_and_smem() -> None:
+    problem = Problem(512, 512, 512)
+    legal = legal_configs(problem, H100)
+    assert legal and set(legal) <= set(config_space("bf16"))
+    assert all(smem_bytes(c, "bf16") <= H100.smem_bytes_per_block for c in legal)
+    assert all(1 <= programs_per_sm(c, "bf16", H100) <= 4 for c in legal)

@@ -1,0 +1,75 @@
+"""CPU tests of the kernels' tooling: shape suites, the bench command's argument checks, offline compiles."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+import pytest
+from theodolite.kernels.config import GemmConfig, KernelLimits, Problem, legality
+from theodolite.kernels.shapes import ShapeSuiteError, load_suite
+
+from theodolite.errors import TheodoliteError
+
+
+def test_bundled_suites() -> None:
+    llm = load_suite("llm")
+    dev = load_suite("random-dev")
+    assert len(llm) == 96 and len(dev) == 200
+    assert all(m >= 1 and n >= 1 and k >= 1 for _, m, n, k in llm + dev)
+    assert load_suite("square")[0] == ("square256", 256, 256, 256)
+    assert load_suite("random:5:3") == load_suite("random:5:3") and len(load_suite("random:5:3")) == 5
+
+
+def test_csv_suite_and_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "s.csv"
+    path.write_text("# comment\nname,M,N,K,dtype\nx,1,2,3,bf16\n")
+    assert load_suite(str(path)) == [("x", 1, 2, 3)]
+    path.write_text("name,M,N,K\nx,1,-2,3\n")
+    with pytest.raises(ShapeSuiteError):
+        load_suite(str(path))
+    with pytest.raises(ShapeSuiteError):
+        load_suite("nope")
+    with pytest.raises(ShapeSuiteError):
+        load_suite("random:x:1")
+
+
+def test_bench_argument_errors() -> None:
+    from theodolite.commands import bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    with pytest.raises(TheodoliteError, match="shard"):
+        bench.run(parser.parse_args(["--shard", "3/2"]))
+    with pytest.raises(TheodoliteError, match="variant"):
+        bench.run(parser.parse_args(["--variants", "nope"]))
+    with pytest.raises(TheodoliteError, match="config key"):
+        bench.run(parser.parse_args(["--config", "persistent/1x2"]))
+    assert bench._shard(list(range(10)), "1/3") == [1, 4, 7]
+
+
+def test_splitk_only_for_few_tiles() -> None:
+    limits = KernelLimits("sm_90", 227 * 1024, 65536, 255, 1024, 32, 132)
+    split = GemmConfig("splitk", 64, 64, 128, 8, 4, 3, 2)
+    assert legality(split, Problem(128, 4096, 4096), limits) is None
+    assert "few output tiles" in legality(split, Problem(4096, 4096, 4096), limits)
+
+
+def test_compile_one_offline() -> None:
+    """Compiles for sm_90 without a GPU (Triton bundles ptxas) and reads registers/spills/shared memory.
+
+    In a subprocess: other test modules here import the kernels under TRITON_INTERPRET=1.
+    """
+    pytest.importorskip("triton")
+    code = (
+        "from theodolite.kernels.build import compile_one\n"
+        "b = compile_one('persistent/64x64x64/g8/w4/s3/k1', 'bf16')\n"
+        "assert b.architecture == 'sm_90' and b.n_regs > 0 and b.n_spills >= 0, b\n"
+        "assert b.shared_bytes > 0 and b.num_stages == 3, b\n"
+        "print('ok', b.n_regs)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]

@@ -1,0 +1,250 @@
+"""CPU tests of every kernel variant in Triton's interpreter (TRITON_INTERPRET=1), fp16/fp32, small shapes.
+
+Outputs are poisoned with NaN before each run so an unwritten tile fails.  Skipped where a GPU is
+visible (the GPU tests cover the compiled kernels there).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if torch.cuda.is_available():
+    pytest.skip("interpreter tests run on CPU-only machines", allow_module_level=True)
+os.environ["TRITON_INTERPRET"] = "1"  # before the kernels are imported: @triton.jit reads it then
+
+from theodolite.kernels import ConfigError, GemmConfig, gemm, needs_aligned_copy, plan_gemm, problem_of  # noqa: E402
+
+from theodolite.errors import TheodoliteError  # noqa: E402
+
+CONFIGS = {
+    "persistent": GemmConfig("persistent", 16, 16, 16, 2, 4, 2),
+    "streamk": GemmConfig("streamk", 16, 16, 16, 2, 4, 2),
+    "splitk": GemmConfig("splitk", 16, 16, 16, 2, 4, 2, split_k=3),
+    "tma": GemmConfig("tma", 16, 16, 16, 2, 4, 2),
+}
+TOL = {torch.float16: 1e-2, torch.float32: 1e-5}
+
+
+def operand(rows: int, cols: int, transposed: bool, dtype: torch.dtype, batch: int | None = None) -> torch.Tensor:
+    lead = () if batch is None else (batch,)
+    if transposed:
+        return torch.randn(*lead, cols, rows).to(dtype).transpose(-1, -2)
+    return torch.randn(*lead, rows, cols).to(dtype)
+
+
+def check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, **epi: object) -> None:
+    ref = torch.matmul(a.double(), b.double()) * float(epi.get("alpha", 1.0))
+    if epi.get("c") is not None:
+        ref = ref + float(epi.get("beta", 0.0)) * epi["c"].double()  # type: ignore[union-attr]
+    if epi.get("bias") is not None:
+        bias = epi["bias"].double()  # type: ignore[union-attr]
+        ref = ref + (bias if bias.dim() == 1 and bias.shape[0] == ref.shape[-1] else bias.reshape(-1, 1))
+    assert not torch.isnan(out).any(), "unwritten (NaN-poisoned) output elements"
+    scale = max(ref.abs().max().item(), 1e-6)
+    err = (out.double() - ref).abs().max().item() / scale
+    assert err <= TOL[dtype], f"max rel error {err}"
+
+
+def run(a: torch.Tensor, b: torch.Tensor, config: GemmConfig, **kwargs: object) -> torch.Tensor:
+    batch = a.shape[0] if a.dim() == 3 else (b.shape[0] if b.dim() == 3 else None)
+    shape = (a.shape[-2], b.shape[-1]) if batch is None else (batch, a.shape[-2], b.shape[-1])
+    out_dtype = kwargs.pop("out_dtype", None)
+    dtype = out_dtype if out_dtype is not None else a.dtype
+    out = torch.full(shape, float("nan"), dtype=dtype)  # type: ignore[arg-type]
+    precision = "ieee" if a.dtype == torch.float32 else None
+    result = gemm(a, b, config, out=out, num_sms=3, precision=precision, **kwargs)  # type: ignore[arg-type]
+    assert result is out
+    return out
+
+
+SHAPES = [(1, 1, 1), (17, 33, 65), (40, 24, 100)]
+
+
+@pytest.mark.parametrize("variant", ["persistent", "streamk", "splitk"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_variants_layouts_odd_shapes_fp32(variant: str, layout: str, shape: tuple[int, int, int]) -> None:
+    m, n, k = shape
+    config = CONFIGS[variant]
+    if variant == "splitk" and k < 48:
+        config = GemmConfig("splitk", 16, 16, 16, 2, 4, 2, split_k=1)
+    a = operand(m, k, layout[0] == "t", torch.float32)
+    b = operand(k, n, layout[1] == "t", torch.float32)
+    check(run(a, b, config), a, b, torch.float32)
+
+
+@pytest.mark.parametrize("variant", ["persistent", "streamk", "splitk", "tma"])
+@pytest.mark.parametrize("layout", ["nn", "tt"])
+def test_variants_fp16(variant: str, layout: str) -> None:
+    m, n, k = 24, 40, 64  # rows aligned to 16 bytes so tma is legal
+    a = operand(m, k, layout[0] == "t", torch.float16)
+    b = operand(k, n, layout[1] == "t", torch.float16)
+    check(run(a, b, CONFIGS[variant]), a, b, torch.float16)
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_tma_layouts_fp32(layout: str) -> None:
+    m, n, k = 20, 36, 52  # multiples of 4 fp32 elements: 16-byte rows
+    a = operand(m, k, layout[0] == "t", torch.float32)
+    b = operand(k, n, layout[1] == "t", torch.float32)
+    check(run(a, b, CONFIGS["tma"]), a, b, torch.float32)
+
+
+@pytest.mark.parametrize("variant", ["persistent", "streamk", "splitk", "tma"])
+def test_batched(variant: str) -> None:
+    a = operand(20, 48, False, torch.float32, batch=3)
+    b = operand(48, 24, True, torch.float32, batch=3)
+    check(run(a, b, CONFIGS[variant]), a, b, torch.float32)
+    if variant != "tma":  # a 2-D B broadcast over the batch
+        b2 = operand(48, 24, False, torch.float32)
+        check(run(a, b2, CONFIGS[variant]), a, b2, torch.float32)
+
+
+@pytest.mark.parametrize(
+    ("k", "split"),
+    [(100, 3), (80, 4), (48, 3), (33, 2)],  # uneven slices; (80, 4): the last slice is empty
+)
+def test_splitk_remainders(k: int, split: int) -> None:
+    a = operand(18, k, False, torch.float32)
+    b = operand(k, 20, False, torch.float32)
+    check(run(a, b, GemmConfig("splitk", 16, 16, 16, 2, 4, 2, split)), a, b, torch.float32)
+
+
+@pytest.mark.parametrize(("m", "n", "k", "sms"), [(40, 40, 70, 3), (80, 16, 48, 3), (16, 16, 200, 5), (33, 47, 17, 2)])
+def test_streamk_remainders(m: int, n: int, k: int, sms: int) -> None:
+    a = operand(m, k, False, torch.float32)
+    b = operand(k, n, False, torch.float32)
+    out = torch.full((m, n), float("nan"))
+    gemm(a, b, CONFIGS["streamk"], out=out, num_sms=sms, precision="ieee")
+    check(out, a, b, torch.float32)
+    again = gemm(a, b, CONFIGS["streamk"], num_sms=sms, precision="ieee")
+    assert torch.equal(out, again), "Stream-K must be deterministic"
+
+
+def test_splitk_deterministic() -> None:
+    a = operand(20, 160, False, torch.float32)
+    b = operand(160, 20, False, torch.float32)
+    first = gemm(a, b, CONFIGS["splitk"], precision="ieee")
+    assert torch.equal(first, gemm(a, b, CONFIGS["splitk"], precision="ieee"))
+
+
+@pytest.mark.parametrize("variant", ["persistent", "streamk", "splitk"])
+def test_nan_inf_propagate(variant: str) -> None:
+    a = operand(20, 48, False, torch.float32)
+    b = operand(48, 20, False, torch.float32)
+    a[3, 5] = float("nan")
+    b[7, 11] = float("inf")
+    out = gemm(a, b, CONFIGS[variant], num_sms=3, precision="ieee")
+    ref = torch.matmul(a, b)
+    assert torch.equal(torch.isnan(out), torch.isnan(ref))
+    assert torch.equal(torch.isinf(out), torch.isinf(ref))
+
+
+@pytest.mark.parametrize("variant", ["persistent", "streamk", "splitk", "tma"])
+def test_epilogue_alpha_beta_bias(variant: str) -> None:
+    a = operand(20, 48, False, torch.float32)
+    b = operand(48, 36, False, torch.float32)
+    c = torch.randn(20, 36)
+    col = torch.randn(36)
+    row = torch.randn(20, 1)
+    check(run(a, b, CONFIGS[variant], alpha=0.5, beta=2.0, c=c, bias=col), a, b, torch.float32,
+          alpha=0.5, beta=2.0, c=c, bias=col)  # fmt: skip
+    check(run(a, b, CONFIGS[variant], bias=row), a, b, torch.float32, bias=row)
+    # beta == 0: C is not read (NaN in C must not leak)
+    c_nan = torch.full((20, 36), float("nan"))
+    check(run(a, b, CONFIGS[variant], c=c_nan, beta=0.0), a, b, torch.float32)
+
+
+def test_out_dtype_fp32_from_fp16() -> None:
+    a = operand(17, 32, False, torch.float16)
+    b = operand(32, 16, False, torch.float16)
+    out = gemm(a, b, CONFIGS["persistent"], out_dtype=torch.float32)
+    assert out.dtype == torch.float32
+    check(out, a, b, torch.float16)
+
+
+def test_fp32_defaults_to_tf32_problem() -> None:
+    a, b = torch.randn(8, 16), torch.randn(16, 8)
+    assert problem_of(a, b).dtype == "tf32"
+    assert problem_of(a, b, precision="ieee").dtype == "fp32"
+    assert problem_of(torch.randn(16, 8).t(), b).layout == "tn"
+
+
+def test_zero_sized_dims() -> None:
+    cfg = CONFIGS["persistent"]
+    assert gemm(torch.randn(0, 5), torch.randn(5, 7), cfg).shape == (0, 7)
+    assert gemm(torch.randn(4, 5), torch.randn(5, 0), cfg).shape == (4, 0)
+    assert gemm(torch.randn(0, 4, 5), torch.randn(0, 5, 3), cfg).shape == (0, 4, 3)
+    c = torch.randn(4, 7)
+    bias = torch.randn(7)
+    out = gemm(torch.randn(4, 0), torch.randn(0, 7), cfg, beta=3.0, c=c, bias=bias)
+    torch.testing.assert_close(out, 3.0 * c + bias)
+    assert torch.equal(gemm(torch.randn(4, 0), torch.randn(0, 7), cfg), torch.zeros(4, 7))
+
+
+def test_misaligned_operand_copy_rule() -> None:
+    a = operand(20, 33, False, torch.float16)  # rows of 33 fp16 = 66 bytes: misaligned
+    b = operand(33, 130, False, torch.float16)  # misaligned too, but M=20 < the reuse threshold
+    problem = problem_of(a, b)
+    assert needs_aligned_copy(problem) == (True, False)
+    plan = plan_gemm(a, b, CONFIGS["persistent"])
+    assert len(plan.steps) == 2  # the copy of A, then the kernel
+    check(plan.run(), a, b, torch.float16)
+    b2 = operand(33, 128, False, torch.float16)
+    check(plan_gemm(a, b2, CONFIGS["tma"]).run(), a, b2, torch.float16)  # tma legal through the copy of A
+
+
+def test_strided_views() -> None:
+    big = torch.randn(40, 70)
+    a = big[3:23, 5:37]  # row stride 70, offset start
+    b = torch.randn(64, 24)[::2]  # row stride 48 (every other row)
+    check(run(a, b, CONFIGS["persistent"]), a, b, torch.float32)
+    neither = torch.randn(20, 2, 32)[:, 0, :]  # contiguous rows, fine
+    check(run(neither, b, CONFIGS["persistent"]), neither, b, torch.float32)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: gemm("a", torch.randn(2, 2), CONFIGS["persistent"]), "torch.Tensor"),
+        (lambda: gemm(torch.randn(2, 3), torch.randn(4, 2), CONFIGS["persistent"]), "inner dimensions"),
+        (lambda: gemm(torch.randn(2, 3, 4), torch.randn(3, 4, 2), CONFIGS["persistent"]), "batch sizes"),
+        (lambda: gemm(torch.randn(3), torch.randn(3, 2), CONFIGS["persistent"]), "2-D or 3-D"),
+        (
+            lambda: gemm(torch.randn(2, 3).double(), torch.randn(3, 2).double(), CONFIGS["persistent"]),
+            "unsupported dtype",
+        ),
+        (lambda: gemm(torch.randn(2, 3), torch.randn(3, 2).half(), CONFIGS["persistent"]), "same dtype"),
+        (lambda: gemm(torch.randn(2, 3), torch.randn(3, 2, device="meta"), CONFIGS["persistent"]), "different devices"),
+        (
+            lambda: gemm(torch.randn(2, 64), torch.randn(64, 2), GemmConfig("splitk", 16, 16, 16, 2, 4, 2, 8)),
+            "exceeds K",
+        ),
+        (lambda: gemm(torch.randn(2, 3), torch.randn(3, 2), "persistent/16x16x16"), "GemmConfig"),
+        (lambda: gemm(torch.randn(2, 3), torch.randn(3, 2), CONFIGS["persistent"], bias=torch.randn(5)), "bias"),
+        (
+            lambda: gemm(torch.randn(2, 3), torch.randn(3, 2), CONFIGS["persistent"], out=torch.empty(3, 3)),
+            "out has shape",
+        ),
+        (
+            lambda: gemm(torch.randn(2, 3).half(), torch.randn(3, 2).half(), CONFIGS["persistent"], precision="ieee"),
+            "float32",
+        ),
+        (lambda: gemm(torch.randn(2, 3), torch.randn(3, 2), CONFIGS["persistent"], out_dtype="int8"), "output dtype"),
+        (lambda: gemm(torch.randn(2, 3), torch.randn(3, 2), CONFIGS["persistent"], a_scale=2.0), "fp8"),
+        (
+            lambda: gemm(torch.randn(2, 3), torch.randn(3, 2), CONFIGS["persistent"], c=torch.randn(5, 5), beta=1.0),
+            "broadcast",
+        ),
+        (lambda: gemm(torch.randn(2, 3), torch.randn(3, 2), CONFIGS["persistent"], num_sms=0), "num_sms"),
+        (lambda: gemm(torch.randn(4, 5), torch.randn(5, 3), CONFIGS["tma"]), "aligned"),
+        (lambda: gemm(torch.randn(2, 3), torch.randn(3, 2), CONFIGS["persistent"], c="c", beta=1.0), "torch.Tensor"),
+    ],
+)
+def test_bad_input_errors(call, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TheodoliteError, match=message):
+        call()
+    assert issubclass(ConfigError, TheodoliteError)
