@@ -1,0 +1,391 @@
+"""The validation harness on the CPU: summary figures with known answers; budget, shard, resume with fake timings."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from theodolite.kernels.config import GemmConfig, KernelLimits, Problem, legal_configs
+
+from theodolite.cli import main
+from theodolite.profile.datasheet import h100_sxm
+from theodolite.results import Results, ShapeResult, load_results, save_results
+from theodolite.validation import (
+    FIXED_CONFIG,
+    Harness,
+    ModelPick,
+    Shape,
+    ValidateSettings,
+    ValidationError,
+    fixed_pick,
+    load_shapes,
+    merge_files,
+    model_pick,
+    nearest_config,
+    parse_shard,
+    run_validation,
+    shard_of,
+    summarize,
+)
+
+K1, K2, K3 = "persistent/128x128x64/g8/w8/s3/k1", "persistent/64x64x64/g8/w4/s4/k1", "tma/128x256x64/g8/w8/s3/k1"
+
+
+def known_results() -> Results:
+    a = ShapeResult(
+        "a",
+        1024,
+        1024,
+        1024,
+        torch_ms=1.5,
+        configs={K1: 1.0, K2: 2.0, K3: 4.0},
+        model_pick=K1,
+        model_predicted_ms={K1: 1, K2: 2, K3: 3},
+        selection_us=10,
+        peer_picks={"fixed": K3},
+        autotune_wall_s=2.0,
+    )
+    b = ShapeResult(
+        "b",
+        16,
+        4096,
+        4096,
+        torch_ms=1.0,
+        configs={K1: 2.0, K2: 1.0, K3: None},
+        model_pick=K1,
+        model_predicted_ms={K1: 1, K2: 2, K3: 3},
+        selection_us=20,
+        peer_picks={"fixed": K1},
+        errors={K3: "wrong result: max_rel_error=1.0"},
+        autotune_wall_s=4.0,
+    )
+    c = ShapeResult(
+        "c",
+        4096,
+        16,
+        4096,
+        torch_ms=2.5,
+        configs={K1: 1.0, K2: 1.25, K3: 3.0},
+        model_pick=K2,
+        model_predicted_ms={K1: 3, K2: 2, K3: 1},
+        selection_us=30,
+    )
+    return Results(device="fake", shapes=[a, b, c])
+
+
+def test_summarize_known_answers(tmp_path: Path) -> None:
+    path = save_results(known_results(), tmp_path / "r.json")
+    s = summarize(load_results(path))
+    assert s["shapes"] == 3 and s["shapes_with_pick"] == 3
+    assert s["efficiency"]["geomean"] == pytest.approx(0.4 ** (1 / 3))
+    assert s["efficiency"]["min"] == pytest.approx(0.5)
+    assert s["efficiency"]["p5"] == pytest.approx(0.53)
+    assert s["efficiency"]["hit_rate"] == pytest.approx(1 / 3)
+    assert s["efficiency"]["within_5pct"] == pytest.approx(1 / 3)
+    assert s["vs_torch"]["geomean"] == pytest.approx(1.5 ** (1 / 3))
+    assert s["vs_torch"]["min"] == pytest.approx(0.5)
+    assert s["best_vs_torch"]["geomean"] == pytest.approx((1.5 * 1.0 * 2.5) ** (1 / 3))
+    assert s["selection_us"]["median"] == pytest.approx(20)
+    assert s["spearman"]["median"] == pytest.approx(0.0)  # +1 (a) and -1 (c); b has 2 timed configs only
+    assert s["spearman"]["min"] == pytest.approx(-1.0)
+    assert s["autotune_s"]["total"] == pytest.approx(6.0)
+    assert s["peers"]["fixed"]["geomean"] == pytest.approx(math.sqrt(0.25 * 0.5))
+    assert [w["name"] for w in s["worst"]] == ["b", "c", "a"]
+    assert s["wrong_results"] == 1 and s["configs_timed"] == 8
+    rows = {r["name"]: r for r in s["rows"]}
+    assert rows["a"]["intensity"] == pytest.approx(2 * 1024**3 / (2 * 3 * 1024**2))
+
+
+def test_summarize_empty_and_failed_pick() -> None:
+    empty = summarize(Results(device="x"))
+    assert empty["efficiency"]["geomean"] is None and empty["worst"] == []
+    failed = ShapeResult("f", 64, 64, 64, configs={K1: 1.0, K2: None}, model_pick=K2)
+    s = summarize(Results(device="x", shapes=[failed]))
+    assert s["pick_failed"] == 1 and s["efficiency"]["min"] == 0.0
+
+
+# ---------------------------------------------------------------- harness bookkeeping
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_harness(clock: FakeClock, measured: list[str], seconds: float = 10.0) -> Harness:
+    profile = h100_sxm()
+    limits = KernelLimits.from_profile(profile)
+
+    def measure(shape: Shape, configs: list[GemmConfig]) -> ShapeResult:
+        measured.append(shape.name)
+        clock.now += seconds
+        times = {c.key: 1.0 + 0.01 * i for i, c in enumerate(configs)}
+        return ShapeResult(
+            shape.name, shape.m, shape.n, shape.k, shape.dtype, shape.layout, torch_ms=1.1, configs=times
+        )
+
+    def pick(problem: Problem, profile: object) -> ModelPick:
+        legal = legal_configs(problem, limits, profile)
+        return ModelPick(legal[1].key, {c.key: float(i) for i, c in enumerate(legal)}, "compute", 5.0)
+
+    return Harness(profile, limits, measure, pick=pick, clock=clock, log=lambda _m: None)
+
+
+SHAPES = [Shape(f"s{i}", 256 * (i + 1), 512, 1024) for i in range(5)]
+
+
+def test_budget_stops_then_resume_finishes(tmp_path: Path) -> None:
+    clock, measured = FakeClock(), []
+    out = tmp_path / "r.json"
+    harness = fake_harness(clock, measured)
+    results = run_validation(SHAPES, ValidateSettings(peers=("fixed",), budget_s=25), harness, out)
+    assert measured == ["s0", "s1"]  # the third would end at 30s > 25s
+    saved = load_results(out)
+    assert [s.name for s in saved.shapes] == ["s0", "s1"] and saved.settings["incomplete"] is True
+    assert saved.settings["stopped_for_budget"] is True
+    first = saved.shapes[0]
+    assert first.model_pick and first.model_bottleneck == "compute" and first.selection_us == 5.0
+    assert first.peer_picks["fixed"] == FIXED_CONFIG.key
+    assert results.shapes[0].configs[first.model_pick] is not None
+    results = run_validation(SHAPES, ValidateSettings(peers=("fixed",), resume=True), harness, out)
+    assert measured == ["s0", "s1", "s2", "s3", "s4"]  # nothing measured twice
+    assert [s.name for s in load_results(out).shapes] == [s.name for s in SHAPES]
+    assert load_results(out).settings["incomplete"] is False
+    assert summarize(results)["efficiency"]["geomean"] == pytest.approx(
+        math.exp(sum(math.log(1.0 / 1.01) for _ in SHAPES) / 5)
+    )
+
+
+def test_shards_cover_every_shape_once_and_merge(tmp_path: Path) -> None:
+    assert parse_shard(None) == (0, 1) and parse_shard("1/3") == (1, 3)
+    for bad in ("3/3", "a/b", "1", "-1/2", "0/0"):
+        with pytest.raises(ValidationError):
+            parse_shard(bad)
+    parts = [shard_of(SHAPES, i, 3) for i in range(3)]
+    assert sorted(s.name for p in parts for s in p) == sorted(s.name for s in SHAPES)
+    clock, measured = FakeClock(), []
+    files = []
+    for i in range(2):
+        out = tmp_path / f"shard{i}.json"
+        run_validation(SHAPES, ValidateSettings(peers=(), shard=(i, 2)), fake_harness(clock, measured), out)
+        files.append(out)
+    assert sorted(measured) == sorted(s.name for s in SHAPES)
+    with pytest.raises(ValidationError, match="shard"):
+        run_validation(SHAPES, ValidateSettings(shard=(1, 2), resume=True), fake_harness(clock, []), files[0])
+    merged = merge_files(files, tmp_path / "all.json")
+    assert sorted(s.name for s in merged.shapes) == sorted(s.name for s in SHAPES)
+    assert main(["validate", "--merge", *map(str, files), "-o", str(tmp_path / "all2.json")]) == 0
+    assert main(["validate", "--summary", str(tmp_path / "all2.json")]) == 0
+
+
+def test_picks_map_onto_legal_configs() -> None:
+    profile = h100_sxm()
+    limits = KernelLimits.from_profile(profile)
+    problem = Problem(4096, 4096, 4096)
+    legal = legal_configs(problem, limits, profile)
+    assert fixed_pick(problem, legal) == FIXED_CONFIG
+    target = {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 8, "num_stages": 4, "split_k": 1}
+    assert nearest_config(target, legal, ("persistent",)).key == "persistent/256x128x64/g8/w8/s4/k1"
+    small = Problem(16, 64, 8192)
+    target = {"block_m": 16, "block_n": 64, "block_k": 128, "num_warps": 4, "num_stages": 4, "split_k": 8}
+    assert nearest_config(target, legal_configs(small, limits, profile), ("splitk",)).split_k == 8
+
+
+def test_nvmmh_peer_on_the_cpu() -> None:
+    pytest.importorskip("nvMatmulHeuristics")
+    from theodolite.validation import NvmmhPeer
+
+    assert NvmmhPeer.gpu_for("NVIDIA H100 80GB HBM3") == "H100_SXM"
+    assert NvmmhPeer.gpu_for("NVIDIA H200") == "H200_SXM"
+    peer = NvmmhPeer("NVIDIA H100 80GB HBM3")
+    profile = h100_sxm()
+    limits = KernelLimits.from_profile(profile)
+    for m, n, k in ((4096, 4096, 4096), (16, 6144, 4096)):
+        problem = Problem(m, n, k)
+        legal = legal_configs(problem, limits, profile)
+        answer = peer.answer(problem)
+        assert answer["block_m"] >= 16 and answer["num_warps"] >= 1
+        assert peer.pick(problem, legal) in legal
+
+
+def test_model_pick_uses_rank_and_choose(monkeypatch: pytest.MonkeyPatch) -> None:
+    import theodolite.model as model
+
+    profile = h100_sxm()
+    limits = KernelLimits.from_profile(profile)
+    problem = Problem(512, 512, 512)
+    legal = legal_configs(problem, limits, profile)
+    predictions = [SimpleNamespace(config=c, time_s=1e-5 * (i + 1), bottleneck="cache") for i, c in enumerate(legal)]
+    monkeypatch.setattr(model, "rank", lambda p, prof, variants=None: predictions, raising=False)
+    monkeypatch.setattr(model, "choose", lambda p, prof: predictions[0], raising=False)
+    picked = model_pick(problem, profile)
+    assert picked.key == legal[0].key and picked.bottleneck == "cache" and picked.selection_us is not None
+    assert picked.predicted_ms[legal[1].key] == pytest.approx(0.02)
+
+    def broken(p: Problem, prof: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(model, "choose", broken, raising=False)
+    assert "boom" in (model_pick(problem, profile).error or "")
+
+
+def test_load_shapes_and_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = tmp_path / "s.csv"
+    csv.write_text("name,M,N,K,dtype\nx,64,128,256,fp16\ny,32,32,32\n")
+    shapes = load_shapes(str(csv))
+    assert [(s.name, s.dtype) for s in shapes] == [("x", "fp16"), ("y", "bf16")]
+    assert len(load_shapes("random:7:1")) == 7
+    for argv, message in (
+        (["validate", "--shard", "2/2"], "zero-based"),
+        (["validate", "--peers", "fixed,magic"], "unknown peer"),
+        (["validate", "--shapes", "no-such-suite"], "no shape suite"),
+        (["validate", "--budget-s", "0"], "positive"),
+        (["validate", "--merge", str(tmp_path / "x.json")], "--output"),
+    ):
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
+    import torch
+
+    if not torch.cuda.is_available():
+        assert main(["validate", "--shapes", "square"]) == 2
+        assert "needs a GPU" in capsys.readouterr().err
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """torch sees an H100 and the timing is a formula; everything else (model, nvmmh, files) is real."""
+    import torch
+
+    import theodolite.validation as validation
+
+    measured: list[str] = []
+
+    def fake_gpu_measure(settings, limits, profile, log):  # noqa: ANN001, ANN202
+        def measure(shape: Shape, configs: list[GemmConfig]) -> ShapeResult:
+            measured.append(shape.name)
+            times = {c.key: 0.01 * (1 + (i * 7919) % 13) for i, c in enumerate(configs)}
+            return ShapeResult(shape.name, shape.m, shape.n, shape.k, torch_ms=0.02, configs=times)
+
+        return measure
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(validation, "gpu_measure", fake_gpu_measure)
+    return measured
+
+
+def test_validate_cli_end_to_end_with_fake_gpu(fake_gpu: list[str], tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """The whole CLI path (real model, real nvMatmulHeuristics, real files) with only the timing faked."""
+    measured = fake_gpu
+    out = tmp_path / "v.json"
+    peers = "fixed,nvmmh" if _has_nvmmh() else "fixed"
+    argv = ["validate", "--shapes", "square", "--profile", "datasheet:h100-sxm", "--no-precompile", "--peers", peers]
+    assert main([*argv, "--shard", "0/2", "-o", str(out)]) == 0
+    assert measured == ["square256", "square1024", "square4096", "square16384"]
+    results = load_results(out)
+    assert results.settings["shard"] == "0/2" and not results.settings["incomplete"]
+    first = results.shapes[0]
+    assert first.model_pick in first.configs, first.errors.get("@model")
+    assert first.model_predicted_ms and first.selection_us
+    assert set(first.peer_picks) == set(peers.split(","))
+    assert "selection efficiency" in capsys.readouterr().out
+    assert main([*argv, "--shard", "0/2", "-o", str(out), "--resume"]) == 0
+    assert len(measured) == 4  # nothing left to do
+    assert main(["report", "--results", str(out), "-o", str(tmp_path), "--profile", "datasheet:h100-sxm"]) == 0
+    assert "-bound (" in (tmp_path / "v.html").read_text()  # the worst picks explained by the model
+
+
+def _has_nvmmh() -> bool:
+    try:
+        import nvMatmulHeuristics  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_bench_shape_signature_is_what_the_harness_calls() -> None:
+    """gpu_measure calls kernels.benchmark.bench_shape positionally: catch a changed signature on the CPU."""
+    import inspect
+
+    from theodolite.kernels import benchmark
+
+    names = list(inspect.signature(benchmark.bench_shape).parameters)
+    assert names[:8] == ["name", "m", "n", "k", "settings", "limits", "timer", "profile"]
+    fields = set(inspect.signature(benchmark.BenchSettings).parameters)
+    assert {"dtype", "layout", "config_keys", "rep_ms", "max_reps", "precompile"} <= fields
+    assert list(inspect.signature(benchmark.make_inputs).parameters)[:6] == ["m", "n", "k", "dtype", "layout", "device"]
+
+
+def test_a_shape_that_fails_to_measure_does_not_stop_the_sweep(tmp_path: Path) -> None:
+    clock, measured = FakeClock(), []
+    harness = fake_harness(clock, measured)
+    inner = harness.measure
+
+    def flaky(shape: Shape, configs: list[GemmConfig]) -> ShapeResult:
+        if shape.name == "s1":
+            raise RuntimeError("CUDA out of memory")
+        return inner(shape, configs)
+
+    harness.measure = flaky
+    results = run_validation(SHAPES[:3], ValidateSettings(peers=()), harness, tmp_path / "r.json")
+    assert [s.name for s in results.shapes] == ["s0", "s1", "s2"]
+    assert "out of memory" in results.shapes[1].errors["@measure"]
+    s = summarize(results)
+    assert s["shapes"] == 3 and s["config_errors"] == 0 and s["efficiency"]["min"] is not None
+
+
+def test_peers_added_after_the_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The GPU machine may lack nvMatmulHeuristics: its picks map onto configs already timed, so add them later."""
+    clock = FakeClock()
+    out = tmp_path / "r.json"
+    run_validation(SHAPES[:3], ValidateSettings(peers=()), fake_harness(clock, []), out)
+    assert all(not s.peer_picks for s in load_results(out).shapes)
+    peers = "fixed,nvmmh" if _has_nvmmh() else "fixed"
+    assert main(["validate", "--add-peers", str(out), "--peers", peers]) == 0
+    shapes = load_results(out).shapes
+    for shape in shapes:
+        assert set(shape.peer_picks) == set(peers.split(","))
+        assert all(key in shape.configs for key in shape.peer_picks.values())
+    assert "peer fixed" in capsys.readouterr().out
+
+
+def test_validate_without_nvmmh_package_goes_on(fake_gpu: list[str], tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    import theodolite.validation as validation
+
+    def missing(device_name: str) -> None:
+        raise ValidationError("peer nvmmh needs the nvMatmulHeuristics package (No module named 'x')")
+
+    monkeypatch.setattr(validation, "NvmmhPeer", missing)
+    out = tmp_path / "v.json"
+    argv = ["validate", "--shapes", "square", "--profile", "datasheet:h100-sxm", "--no-precompile", "-o", str(out)]
+    assert main([*argv, "--peers", "fixed,nvmmh", "--budget-s", "3600"]) == 0
+    assert "--add-peers" in capsys.readouterr().out
+    assert all(set(s.peer_picks) == {"fixed"} for s in load_results(out).shapes)
+    assert len(fake_gpu) == 7
+
+
+def test_score_the_model_on_a_bench_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bench file timed every legal config: the model's picks are scored on it on the CPU."""
+    profile = h100_sxm()
+    limits = KernelLimits.from_profile(profile)
+    shapes = []
+    for name, m, n, k in (("a", 4096, 4096, 4096), ("b", 16, 6144, 4096)):
+        legal = legal_configs(Problem(m, n, k), limits, profile)
+        times = {c.key: 0.1 + 0.001 * i for i, c in enumerate(legal)}
+        shapes.append(ShapeResult(name, m, n, k, torch_ms=0.1, configs=times))
+    bench = save_results(Results(device="NVIDIA H100 80GB HBM3", command="bench", shapes=shapes), tmp_path / "b.json")
+    out = tmp_path / "v.json"
+    argv = ["validate", "--from-results", str(bench), "--profile", "datasheet:h100-sxm", "--peers", "fixed"]
+    assert main([*argv, "-o", str(out)]) == 0
+    scored = load_results(out)
+    assert scored.profile_fingerprint == profile.fingerprint
+    for shape in scored.shapes:
+        assert shape.model_pick in shape.configs, shape.errors
+        assert 0 < len(shape.model_predicted_ms) <= len(shape.configs) and shape.peer_picks["fixed"] in shape.configs
+    assert "selection efficiency" in capsys.readouterr().out
+    assert load_results(bench).shapes[0].model_pick is None  # the bench file itself is left alone

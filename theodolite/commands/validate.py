@@ -1,0 +1,174 @@
+"""``theodolite validate``: the model's picks against the exhaustive oracle, torch.matmul and peers (GPU).
+
+Writes a ``theodolite.results`` JSON after every shape; ``--resume`` continues it, ``--shard i/n``
+(zero-based) takes every n-th shape from i, ``--merge`` joins shard files, ``--budget-s`` stops
+before a shape that would overrun the time budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from theodolite.errors import TheodoliteError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--shapes", default="llm", help="llm, random-dev, square, random:N:seed, or a CSV (name,M,N,K[,dtype][,layout])"
+    )
+    parser.add_argument("--dtype", default="bf16", help="input dtype where the CSV has no dtype column (bf16)")
+    parser.add_argument("--layout", default="nn", help="layout where the CSV has no layout column (nn)")
+    parser.add_argument("--profile", default=None, help="profile file or datasheet:NAME (default: this device's)")
+    parser.add_argument("--peers", default="fixed,nvmmh", help="comma list of fixed, nvmmh, autotune ('' for none)")
+    parser.add_argument("--variants", default=None, help="comma list of kernel variants (default: all)")
+    parser.add_argument("--shard", default=None, metavar="i/n", help="run shard i of n (zero-based, interleaved)")
+    parser.add_argument("--resume", action="store_true", help="skip shapes already in the output file")
+    parser.add_argument("--budget-s", type=float, default=None, help="stop before a shape that would overrun this")
+    parser.add_argument("--rep-ms", type=float, default=8.0, help="timing budget per config (ms of runs)")
+    parser.add_argument("--max-reps", type=int, default=50, help="most timed runs per config")
+    parser.add_argument("--no-precompile", action="store_true", help="compile on first use instead of in parallel")
+    parser.add_argument("--workers", type=int, default=0, help="precompile processes (default: CPUs - 1, at most 16)")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="join shard result files into -o instead of measuring",
+    )
+    parser.add_argument(
+        "--add-peers", type=Path, default=None, metavar="FILE", help="add fixed/nvmmh picks to a results file (CPU)"
+    )
+    parser.add_argument(
+        "--from-results",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="score the model (and fixed/nvmmh) on a bench results file that timed every legal config (CPU)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="no GPU: list picks and config counts, estimate time")
+    parser.add_argument(
+        "--summary", type=Path, default=None, metavar="FILE", help="print the summary of a results file"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        help="results JSON (default reports/results/validate-SUITE-DTYPE[-shardIofN].json)",
+    )
+
+
+def _default_output(args: argparse.Namespace, shard: tuple[int, int]) -> Path:
+    suite = Path(args.shapes).stem if args.shapes.endswith(".csv") else args.shapes.replace(":", "-")
+    tail = f"-shard{shard[0]}of{shard[1]}" if shard[1] > 1 else ""
+    return Path("reports/results") / f"validate-{suite}-{args.dtype}{tail}.json"
+
+
+def run(args: argparse.Namespace) -> int:
+    from theodolite.validation import ValidateSettings, merge_files, parse_shard, print_summary, validate
+
+    if args.summary is not None:
+        from theodolite.results import load_results
+
+        print_summary(load_results(args.summary))
+        return 0
+    if args.from_results is not None:
+        from theodolite.results import load_results, save_results
+        from theodolite.validation import add_model_picks, add_peer_picks, load_validation_profile
+
+        if args.output is None:
+            raise TheodoliteError("--from-results needs -o/--output for the scored file")
+        results = load_results(args.from_results)
+        profile = load_validation_profile(args.profile)
+        picked = add_model_picks(results, profile)
+        wanted = tuple(p.strip() for p in args.peers.split(",") if p.strip() in ("fixed", "nvmmh"))
+        try:
+            add_peer_picks(results, wanted)
+        except TheodoliteError as error:
+            print(f"warning: peers skipped: {error}", file=sys.stderr)
+        results.command = f"{results.command} | theodolite validate --from-results {args.from_results}"
+        results.settings["source_results"] = str(args.from_results)
+        save_results(results, args.output)
+        print(f"scored {picked} model picks on {args.from_results} with {profile.origin}; wrote {args.output}")
+        print_summary(results)
+        return 0
+    if args.add_peers is not None:
+        from theodolite.results import load_results, save_results
+        from theodolite.validation import add_peer_picks
+
+        results = load_results(args.add_peers)
+        wanted = tuple(p.strip() for p in args.peers.split(",") if p.strip() in ("fixed", "nvmmh"))
+        added = add_peer_picks(results, wanted)
+        save_results(results, args.add_peers)
+        print(f"added {added} peer picks to {args.add_peers}")
+        print_summary(results)
+        return 0
+    if args.merge:
+        if args.output is None:
+            raise TheodoliteError("--merge needs -o/--output for the merged file")
+        merged = merge_files(args.merge, args.output)
+        print(f"merged {len(args.merge)} files ({len(merged.shapes)} shapes) into {args.output}")
+        print_summary(merged)
+        return 0
+    shard = parse_shard(args.shard)
+    if args.budget_s is not None and args.budget_s <= 0:
+        raise TheodoliteError("--budget-s must be positive")
+    peers = tuple(p.strip() for p in args.peers.split(",") if p.strip())
+    variants = tuple(v.strip() for v in args.variants.split(",")) if args.variants else None
+    settings = ValidateSettings(
+        suite=args.shapes,
+        dtype=args.dtype,
+        layout=args.layout,
+        peers=peers,
+        shard=shard,
+        resume=args.resume,
+        budget_s=args.budget_s,
+        variants=variants,
+        rep_ms=args.rep_ms,
+        max_reps=args.max_reps,
+        precompile=not args.no_precompile,
+        workers=args.workers,
+    )
+    if args.dry_run:
+        return _dry_run(args, settings)
+    output = args.output or _default_output(args, shard)
+    command = "theodolite validate " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [])
+    results = validate(args.shapes, settings, output, args.profile, command=command)
+    print(
+        f"wrote {output} ({len(results.shapes)} shapes{', incomplete' if results.settings.get('incomplete') else ''})"
+    )
+    print_summary(results)
+    return 0
+
+
+def _dry_run(args: argparse.Namespace, settings: object) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from theodolite.validation import NvmmhPeer, dry_run, load_shapes, load_validation_profile
+
+    profile = load_validation_profile(args.profile)
+    shapes = load_shapes(args.shapes, args.dtype, args.layout)
+    nvmmh = NvmmhPeer(profile.device_name) if "nvmmh" in settings.peers else None  # type: ignore[attr-defined]
+    rows = dry_run(shapes, settings, profile, nvmmh)  # type: ignore[arg-type]
+    table = Table(title=f"dry run: {args.shapes} on the profile of {profile.device_name} ({profile.origin})")
+    for column in ("shape", "MxNxK", "legal", "picks", "est. s"):
+        table.add_column(column)
+    for row in rows:
+        shape = row["shape"]
+        picks = "; ".join(f"{who} {key}" for who, key in row["picks"].items())
+        table.add_row(
+            shape.name, f"{shape.m}x{shape.n}x{shape.k}", str(row["legal"]), picks, f"{row['estimate_s']:.1f}"
+        )
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+    total = sum(row["estimate_s"] for row in rows)
+    configs = sum(row["legal"] for row in rows)
+    console.print(
+        f"{len(rows)} shapes, {configs} config timings; rough timing cost {total:.0f}s "
+        f"(+ precompile, ~1-3 min); per shape {total / max(1, len(rows)):.1f}s"
+    )
+    return 0
