@@ -93,6 +93,7 @@ def save_results(results: Results, path: str | os.PathLike[str]) -> Path:
     try:
         with os.fdopen(handle, "w") as stream:
             json.dump(results.to_json(), stream, indent=1, allow_nan=False, default=_no_nan)
+        _make_readable(temporary)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -136,3 +137,10 @@ def merge_results(parts: list[Results]) -> Results:
             seen[(shape.name, shape.M, shape.N, shape.K, shape.dtype, shape.layout, shape.batch)] = shape
     merged.shapes = list(seen.values())
     return merged
+
+
+def _make_readable(path: str) -> None:
+    """mkstemp creates files readable by the owner only; give the result the usual umask permissions."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)

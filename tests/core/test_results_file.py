@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import math
 from pathlib import Path
 
@@ -69,3 +70,10 @@ def test_merge_keeps_one_entry_per_shape_later_wins() -> None:
     assert merged.shapes[0].torch_ms == 2.0
     with pytest.raises(ResultsError):
         merge_results([])
+
+
+def test_written_file_is_readable_by_others(tmp_path: Path) -> None:
+    path = save_results(_results(ShapeResult("a", 1, 1, 1)), tmp_path / "r.json")
+    old = os.umask(0o022)
+    os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~old

@@ -47,6 +47,7 @@ def save_profile(profile: Profile, path: str | os.PathLike[str], *, overwrite: b
     try:
         with h5py.File(temporary, "w") as file:
             _write(file, profile)
+        _make_readable(temporary)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -239,3 +240,10 @@ def _read_builds(group: h5py.Group | None, where: str) -> tuple[KernelBuild, ...
         }
         rows.append(KernelBuild(**row))  # type: ignore[arg-type]
     return tuple(rows)
+
+
+def _make_readable(path: str) -> None:
+    """mkstemp creates files readable by the owner only; give the result the usual umask permissions."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)

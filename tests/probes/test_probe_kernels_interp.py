@@ -1,0 +1,51 @@
+"""Probe kernels without inline PTX, run in Triton's interpreter on the CPU (TRITON_INTERPRET=1)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs TRITON_INTERPRET=1")
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_copy_layouts_copy_exactly_their_range(interleaved):
+    from theodolite.probes.stream import copy_kernel
+
+    programs, block = 6, 64
+    n = 5 * block
+    src = torch.rand(programs * n + 7)
+    dst = torch.zeros_like(src)
+    copy_kernel[(programs,)](src, dst, n, BLOCK=block, INTERLEAVED=interleaved)
+    assert torch.equal(dst[: programs * n], src[: programs * n])
+    assert (dst[programs * n :] == 0).all()
+
+
+def test_read_and_write_streams():
+    from theodolite.probes.stream import read_kernel, write_kernel
+
+    programs, block = 4, 32
+    n = 3 * block
+    src = torch.rand(programs * n)
+    out = torch.zeros(programs * block)
+    read_kernel[(programs,)](src, out, n, 2, BLOCK=block)
+    assert out.sum().item() == pytest.approx(2 * src.sum().item(), rel=1e-4)
+    buffer = torch.zeros(programs * n + 3)
+    write_kernel[(programs,)](buffer, n, 1.5, BLOCK=block)
+    assert (buffer[: programs * n] == 1.5).all() and (buffer[programs * n :] == 0).all()
+
+
+def test_mma_kernel_accumulates_iters_dots():
+    from theodolite.probes.matrix import mma_kernel
+
+    bm, bn, bk, iters = 16, 16, 16, 3
+    a = torch.randn(bm, bk) * 0.1
+    b = torch.randn(bn, bk) * 0.1
+    out = torch.zeros(2)
+    times = torch.zeros(4, dtype=torch.int64)
+    mma_kernel[(2,)](a, b, out, times, iters, BM=bm, BN=bn, BK=bk, PRECISION="ieee", TIMED=False)
+    expected = float((a @ b.T).sum()) * iters
+    assert out[0].item() == pytest.approx(expected, rel=1e-4, abs=1e-5)
+    assert out[1].item() == pytest.approx(expected, rel=1e-4, abs=1e-5)

@@ -1,0 +1,21 @@
+"""Probes on a real GPU (skipped without one): quick runs whose answers the driver or physics bound."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def test_census_matches_driver_and_smem_bandwidth_is_sane():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    from theodolite.probes.runner import collect
+
+    result, seconds = collect(0, quick=True, only=("smem",), log=lambda _: None)
+    driver = torch.cuda.get_device_properties(0).multi_processor_count
+    assert result.metrics["sm_count"].value == driver
+    assert 16 <= result.metrics["smem_bandwidth_per_sm"].value <= 1024
+    assert 5 <= result.metrics["smem_latency"].value <= 200
+    assert set(seconds) == {"topology", "smem"}

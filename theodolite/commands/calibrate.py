@@ -1,0 +1,227 @@
+"""``theodolite calibrate``: measure this GPU into a hardware profile.
+
+Runs every probe (theodolite.probes.runner) with a progress bar, writes the profile atomically
+(``save_profile``: a temporary file renamed into place, so Ctrl-C leaves no partial file) and
+prints a summary table with the independent reference figures of the same run beside the
+measured values.  ``--all-devices`` starts one process per visible GPU, one profile each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from theodolite.errors import NoDeviceError, ProfileError
+
+SUMMARY = (
+    "sm_count",
+    "clock_max_hz",
+    "clock_sustained_matrix_hz",
+    "mma_throughput_bf16",
+    "mma_throughput_fp16",
+    "mma_throughput_tf32",
+    "mma_throughput_fp8e4m3",
+    "mma_throughput_fp8e5m2",
+    "fma_throughput_fp32",
+    "mma_latency_bf16",
+    "smem_bandwidth_per_sm",
+    "smem_latency",
+    "l2_bandwidth",
+    "l2_effective_bytes",
+    "l2_latency_near",
+    "l2_latency_far",
+    "hbm_read_bandwidth",
+    "hbm_write_bandwidth",
+    "hbm_copy_bandwidth",
+    "hbm_saturation_sms",
+    "hbm_latency",
+    "launch_overhead",
+    "launch_roundtrip",
+    "program_start_cost",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", type=int, default=0, help="GPU index (default 0)")
+    parser.add_argument("--all-devices", action="store_true", help="calibrate every visible GPU, one process each")
+    parser.add_argument("--quick", action="store_true", help="fewer points and shorter runs (< 45 s)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        help="profile file (with --all-devices: a folder); default: the user cache folder",
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing profile")
+    parser.add_argument("--no-builds", action="store_true", help="skip compiling the GEMM configs' kernel builds")
+    parser.add_argument("--diagnostics", type=Path, default=None, help="also write the probes' diagnostics (JSON)")
+
+
+def device_count() -> int:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def default_path(device_name: str) -> Path:
+    from theodolite.profile.resolve import slug, user_cache_dir
+
+    return user_cache_dir() / f"{slug(device_name)}.h5"
+
+
+def run_probes(device: int, quick: bool, with_builds: bool, progress: Any):
+    """Indirection so tests can swap the GPU run for a fake one."""
+    from theodolite.probes.runner import run_probes as runner
+
+    return runner(device, quick=quick, on_probe=progress, with_builds=with_builds)
+
+
+def _check_target(path: Path, force: bool) -> None:
+    if path.exists() and not force:
+        raise ProfileError(f"{path}: file exists (pass --force to replace it)")
+
+
+def _summary(outcome: Any, path: Path, wall: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from theodolite.units import format_quantity
+
+    profile = outcome.profile
+    refs = outcome.references
+    reference_of = {
+        "sm_count": ("driver", refs.get("sm_count_driver"), "1"),
+        "l2_effective_bytes": ("driver L2", refs.get("l2_bytes_driver"), "B"),
+        "mma_throughput_bf16": ("torch.matmul best", refs.get("torch_matmul_bf16_flops"), "FLOP/s"),
+        "hbm_copy_bandwidth": ("torch copy_", refs.get("torch_copy_bandwidth"), "B/s"),
+    }
+    table = Table(title=f"{profile.device_name} ({profile.provenance.architecture}) -> {path}")
+    for column in ("metric", "value", "CV", "reference", "ratio", "flag"):
+        table.add_column(column)
+    for name in SUMMARY:
+        if name not in profile.metrics:
+            if name in profile.unsupported:
+                table.add_row(name, "unsupported", "", profile.unsupported[name][:60], "", "")
+            continue
+        m = profile.metrics[name]
+        ref_text, ratio = "", ""
+        if name in reference_of and reference_of[name][1]:
+            label, value, unit = reference_of[name]
+            ref_text = f"{label} {format_quantity(value, unit, 4)}"
+            ratio = f"{m.value / value:.3f}"
+        cv = "" if m.cv != m.cv else f"{100 * m.cv:.1f}%"
+        table.add_row(name, format_quantity(m.value, m.unit, 4), cv, ref_text, ratio, "FLAG" if m.flagged else "")
+    console = Console()
+    console.print(table)
+    timing = ", ".join(f"{k} {v:.1f}s" for k, v in outcome.probe_seconds.items())
+    console.print(f"fingerprint {profile.fingerprint}; wall {wall:.1f} s ({timing})")
+    if profile.unsupported:
+        console.print(f"unsupported: {', '.join(sorted(profile.unsupported))}")
+
+
+def _write_diagnostics(outcome: Any, path: Path) -> None:
+    import json
+
+    data = {
+        "references": outcome.references,
+        "diagnostics": outcome.diagnostics,
+        "probe_seconds": outcome.probe_seconds,
+        "metrics": {
+            name: {
+                "value": m.value,
+                "unit": m.unit,
+                "cv": m.cv,
+                "flagged": m.flagged,
+                "settings": dict(m.settings),
+                "note": m.note,
+            }
+            for name, m in outcome.profile.metrics.items()
+        },
+        "unsupported": dict(outcome.profile.unsupported),
+    }
+    path.write_text(json.dumps(data, indent=1, default=str))
+
+
+def _write_partial_diagnostics(partial: Any, path: Path) -> None:
+    """What a failed calibration did measure, for debugging a new GPU."""
+    import json
+
+    data = {
+        "references": partial.references,
+        "diagnostics": partial.diagnostics,
+        "unsupported": partial.unsupported,
+        "metrics": {name: m.value for name, m in partial.metrics.items()},
+    }
+    path.write_text(json.dumps(data, indent=1, default=str))
+
+
+def _all_devices(args: argparse.Namespace) -> int:
+    count = device_count()
+    if count == 0:
+        raise NoDeviceError("no GPU visible to torch; calibrate needs one")
+    import torch
+
+    from theodolite.profile.resolve import slug, user_cache_dir
+
+    folder = args.output if args.output is not None else user_cache_dir()
+    if folder.suffix == ".h5":
+        raise ProfileError(f"{folder}: with --all-devices, -o names a folder, not a file")
+    names = [slug(torch.cuda.get_device_name(i)) for i in range(count)]
+    targets = []
+    for index, name in enumerate(names):
+        duplicate = names.index(name) != index
+        targets.append(folder / (f"{name}-gpu{index}.h5" if duplicate else f"{name}.h5"))
+    for target in targets:
+        _check_target(target, args.force)
+    processes = []
+    for index, target in enumerate(targets):
+        command = [sys.executable, "-m", "theodolite", "calibrate", "--device", str(index), "-o", str(target)]
+        command += ["--quick"] * args.quick + ["--force"] * args.force + ["--no-builds"] * args.no_builds
+        processes.append(subprocess.Popen(command))
+    codes = [process.wait() for process in processes]
+    for target, code in zip(targets, codes, strict=False):
+        print(f"{target}: {'ok' if code == 0 else f'failed (exit {code})'}")
+    return max(codes, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.all_devices:
+        return _all_devices(args)
+    from theodolite.probes.runner import require_device
+    from theodolite.profile import save_profile
+
+    require_device(args.device)
+    import torch
+
+    path = args.output if args.output is not None else default_path(torch.cuda.get_device_name(args.device))
+    _check_target(path, args.force)
+
+    from rich.progress import Progress
+
+    begin = time.perf_counter()
+    with Progress(transient=False) as progress:
+        task = progress.add_task("calibrating", total=None)
+
+        def on_probe(name: str, index: int, total: int) -> None:
+            progress.update(task, total=total, completed=index, description=f"probe {name}")
+
+        try:
+            outcome = run_probes(args.device, args.quick, not args.no_builds, on_probe)
+        except ProfileError as error:
+            partial = getattr(error, "partial", None)
+            if args.diagnostics is not None and partial is not None:
+                _write_partial_diagnostics(partial, args.diagnostics)
+            raise
+        progress.update(task, completed=progress.tasks[0].total or 1, description="done")
+    _check_target(path, args.force)
+    save_profile(outcome.profile, path, overwrite=args.force)
+    if args.diagnostics is not None:
+        _write_diagnostics(outcome, args.diagnostics)
+    _summary(outcome, path, time.perf_counter() - begin)
+    return 0
