@@ -1,11 +1,20 @@
 """Time every legal config (and torch.matmul, side by side) per shape; write ``theodolite.results`` JSON.
 
-Timing is ``triton.testing.do_bench``'s method with bounded counts: one checked run (output
-poisoned with NaN first, compared against torch.matmul), then runs each preceded by an L2 flush
-(Triton's 256 MB cache-clear buffer), each timed alone with CUDA events; the median is kept.
-Because L2 is flushed before every run, rotating input sets is unnecessary (it would only
-matter without the flush).  A config already 3x slower than the best so far after its first
-timed runs stops early (its median of those runs is kept): it cannot be the best.
+Two timing modes, the same for our configs and for torch.matmul:
+
+- inputs that do not fit in L2: ``triton.testing.do_bench``'s method with bounded counts (each
+  run preceded by an L2 flush with Triton's cache-clear buffer, timed alone with CUDA events,
+  median kept);
+- inputs that fit in L2 (tiny and small shapes, where a single flushed run of a few microseconds
+  is mostly event and launch noise): ``rotated`` -- enough copies of the inputs that together
+  exceed twice the L2 are cycled through, many calls back to back between two events (each call
+  reads inputs that were evicted by the calls before it, as after a flush), and the median over
+  several such batches of the mean time per call is kept.  Back-to-back timing includes any time
+  the GPU waits for the host, so host launch overhead counts here, for ours and torch's alike.
+
+Every config gets one checked run first (output poisoned with NaN, compared against
+torch.matmul).  A config already 3x slower than the best so far after its first timed runs stops
+early (its median of those runs is kept): it cannot be the best.
 """
 
 from __future__ import annotations
@@ -57,9 +66,17 @@ _LOADED: set[tuple[str, tuple[bool, ...]]] = set()
 
 
 class Timer:
-    """do_bench-style timing: L2 flushed before each run, each run timed alone, median kept."""
+    """do_bench-style timing (L2 flushed before each run, median) and rotated back-to-back timing."""
 
-    def __init__(self, rep_ms: float = 8.0, max_reps: int = 50, min_reps: int = 3, cutoff: float = 3.0) -> None:
+    def __init__(
+        self,
+        rep_ms: float = 8.0,
+        max_reps: int = 50,
+        min_reps: int = 3,
+        cutoff: float = 3.0,
+        batch_us: float = 300.0,
+        batches: int = 7,
+    ) -> None:
         import triton
 
         self.driver = triton.runtime.driver.active
@@ -68,6 +85,9 @@ class Timer:
         self.max_reps = max_reps
         self.min_reps = min_reps
         self.cutoff = cutoff
+        self.batch_us = batch_us
+        self.batches = batches
+        self.l2 = l2_bytes()
 
     def _timed(self, fn: Callable[[], Any], count: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
@@ -80,8 +100,36 @@ class Timer:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
-    def __call__(self, fn: Callable[[], Any], best_ms: float | None = None) -> float:
-        """Median milliseconds of ``fn`` (already run once by the caller: compiled and warm)."""
+    def _batched(self, fns: Sequence[Callable[[], Any]], calls: int, count: int) -> list[float]:
+        """``count`` batches of ``calls`` back-to-back calls cycling through ``fns``: mean ms per call each."""
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+        rotation = len(fns)
+        for i in range(count):
+            starts[i].record()
+            for j in range(calls):
+                fns[j % rotation]()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) / calls for s, e in zip(starts, ends, strict=True)]
+
+    def __call__(self, fn: Callable[[], Any] | Sequence[Callable[[], Any]], best_ms: float | None = None) -> float:
+        """Median milliseconds of ``fn`` (already run once by the caller: compiled and warm).
+
+        A sequence of callables (the same work on rotated input copies) selects back-to-back timing.
+        """
+        if not callable(fn):
+            fns = list(fn)
+            for f in fns:  # warm: every copy once
+                f()
+            first = self._batched(fns, len(fns), 2)
+            estimate = min(first)
+            if best_ms is not None and estimate > self.cutoff * best_ms:
+                return estimate
+            calls = max(len(fns), min(2000, int(self.batch_us / 1000.0 / max(estimate, 1e-4))))
+            calls = -(-calls // len(fns)) * len(fns)
+            samples = sorted(self._batched(fns, calls, self.batches))
+            return samples[len(samples) // 2]
         first = self._timed(fn, self.min_reps)
         estimate = sorted(first)[len(first) // 2]
         if best_ms is not None and estimate > self.cutoff * best_ms:
@@ -90,6 +138,19 @@ class Timer:
         samples = first + (self._timed(fn, more) if more > 0 else [])
         samples.sort()
         return samples[len(samples) // 2]
+
+
+def l2_bytes(device: torch.device | None = None) -> int:
+    """L2 size torch reports for the device (0 when unknown: then every shape is timed with flushes)."""
+    props = torch.cuda.get_device_properties(device or torch.device("cuda"))
+    return int(getattr(props, "L2_cache_size", 0) or 0)
+
+
+def rotation_count(set_bytes: int, l2: int, max_sets: int = 64) -> int:
+    """How many input copies rotated timing cycles through (together over twice the L2); 0: flush instead."""
+    if l2 <= 0 or set_bytes <= 0 or set_bytes > l2 // 2:
+        return 0
+    return max(2, min(max_sets, -(-2 * l2 // set_bytes) + 1))
 
 
 def _max_rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -120,6 +181,7 @@ class BenchSettings:
     budget_s: float | None = None
     precompile: bool = True
     workers: int = 0
+    rotate: bool = True  # rotated back-to-back timing for inputs that fit in L2 (else flushed runs only)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -144,7 +206,7 @@ def bench_shape(
 ) -> Any:
     """One ShapeResult: torch.matmul and every config, side by side on the same random inputs."""
     from theodolite.kernels.build import specialization
-    from theodolite.kernels.launch import plan_gemm
+    from theodolite.kernels.launch import _FAST, _fast_key, gemm, plan_gemm
 
     from theodolite.results import ShapeResult
 
@@ -154,34 +216,34 @@ def bench_shape(
     result = ShapeResult(name=name, M=m, N=n, K=k, dtype=dtype, layout=layout)
     a, b = make_inputs(m, n, k, dtype, layout, device, seed=m * 7 + n * 13 + k)
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-    if dtype.startswith("fp8"):
-        ref = (a.float() @ b.float()).to(torch.float32)
-        one = torch.ones((), device=device)
-        b_col = b.t().contiguous().t()  # _scaled_mm wants a column-major B
+    fp8 = dtype.startswith("fp8")
+    ref = (a.float() @ b.float()).to(torch.float32) if fp8 else torch.matmul(a, b)
+    out = torch.empty_like(ref, dtype=_TORCH_DTYPES[problem.output_dtype])
+    set_bytes = a.numel() * a.element_size() + b.numel() * b.element_size() + out.numel() * out.element_size()
+    rotation = rotation_count(set_bytes, timer.l2) if settings.rotate else 0
+    # input sets: (a, b, torch's output, our output); set 0 is the checked one
+    sets = [(a, b, ref, out)] + [(a.clone(), b.clone(), ref.clone(), out.clone()) for _ in range(max(0, rotation - 1))]
+    one = torch.ones((), device=device)
 
-        def torch_fn() -> None:
-            torch._scaled_mm(a, b_col, scale_a=one, scale_b=one, out_dtype=torch.float32)
+    def torch_call(x: torch.Tensor, y: torch.Tensor, r: torch.Tensor) -> Callable[[], None]:
+        if fp8:
+            y_col = y.t().contiguous().t()  # _scaled_mm wants a column-major B
+            return lambda: torch._scaled_mm(x, y_col, scale_a=one, scale_b=one, out_dtype=torch.float32)
+        return lambda: torch.matmul(x, y, out=r)
 
-    else:
-        ref = torch.matmul(a, b)
-
-        def torch_fn() -> None:
-            torch.matmul(a, b, out=ref)
-
+    torch_fns = [torch_call(x, y, r) for x, y, r, _ in sets]
     try:
-        torch_fn()
+        torch_fns[0]()
         torch.cuda.synchronize()
-        result.torch_ms = timer(torch_fn)
+        result.torch_ms = timer(torch_fns if rotation else torch_fns[0])
     except Exception as error:  # torch may not support a dtype/layout here
         result.errors["torch"] = f"{type(error).__name__}: {str(error)[:200]}"
-    out = torch.empty_like(
-        ref, dtype=_TORCH_DTYPES[problem.output_dtype] if problem.output_dtype != "tf32" else torch.float32
-    )
+    precision = "ieee" if dtype == "fp32" else None
     best: float | None = None
     for config in configs_for(problem, limits, settings, profile):
         key = config.key
         try:
-            plan = plan_gemm(a, b, config, out=out, precision="ieee" if dtype == "fp32" else None)
+            plan = plan_gemm(a, b, config, out=out, precision=precision)
             loaded = (key, specialization(problem))
             if loaded not in _LOADED:  # first launch in this process loads the binary: keep it out of timings
                 plan.run()
@@ -201,6 +263,8 @@ def bench_shape(
             result.max_rel_error[key] = rel_error
             if best is not None and check_ms > max(1.0, timer.cutoff * best):  # noqa: SIM108
                 ms = check_ms  # far slower than the best already (one run): not worth timing further
+            elif rotation:
+                ms = timer(_our_calls(sets, config, precision, gemm, plan_gemm, _FAST, _fast_key), best)
             else:
                 ms = timer(plan.run, best)
             result.configs[key] = ms
@@ -211,6 +275,28 @@ def bench_shape(
             torch.cuda.synchronize()
 
     return result
+
+
+def _our_calls(
+    sets: list[tuple[torch.Tensor, ...]],
+    config: GemmConfig,
+    precision: str | None,
+    gemm: Callable[..., Any],
+    plan_gemm: Callable[..., Any],
+    fast: dict[Any, Any],
+    fast_key: Callable[..., Any],
+) -> list[Callable[[], Any]]:
+    """One call per input set: ``gemm()`` itself when its launch cache serves it (what a user pays per
+    call), else a prepared plan (calls that gemm() cannot cache, e.g. with an aligned copy)."""
+    x, y, _, o = sets[0]
+    gemm(x, y, config, out=o, precision=precision)
+    key = fast_key(x, y, config, o, 1.0, 0.0, None, None, None, None, None, None, precision)
+    if key is not None and key in fast:
+        return [
+            (lambda x=x, y=y, o=o: gemm(x, y, config, out=o, precision=precision))  # type: ignore[misc]
+            for x, y, _, o in sets
+        ]
+    return [plan_gemm(x, y, config, out=o, precision=precision).run for x, y, _, o in sets]
 
 
 def _limits_and_profile(profile_path: str | None) -> tuple[KernelLimits, Any, str]:
@@ -263,6 +349,7 @@ def run_bench(
         raise NoDeviceError("bench needs a GPU (torch.cuda.is_available() is False)")
     limits, profile, origin = _limits_and_profile(profile_path)
     started = time.time()
+    timer_l2 = l2_bytes()
     results = Results(
         device=torch.cuda.get_device_name(),
         command=command,
@@ -277,7 +364,13 @@ def run_bench(
             "variants": list(settings.variants or ()),
             "rep_ms": settings.rep_ms,
             "max_reps": settings.max_reps,
-            "timing": "median of L2-flushed CUDA-event runs (do_bench method), early stop at 3x the best",
+            "timing": (
+                "inputs over L2/2: median of L2-flushed CUDA-event runs (do_bench method); smaller: median of"
+                " batches of back-to-back calls rotating input copies (> 2x L2, at most 64); early stop at 3x the best"
+                if settings.rotate
+                else "median of L2-flushed CUDA-event runs (do_bench method), early stop at 3x the best"
+            ),
+            "l2_bytes": timer_l2,
             **settings.extra,
         },
     )

@@ -268,39 +268,103 @@ def _scale_tensor(a_scale: Any, b_scale: Any, device: torch.device) -> torch.Ten
 
 
 def fast_launch_enabled() -> bool:
-    """``THEODOLITE_FAST_LAUNCH=1``: repeat launches call the compiled kernel directly (opt-in, see _Launch)."""
-    return os.environ.get("THEODOLITE_FAST_LAUNCH", "0") not in ("", "0") and not interpreting()
+    """Repeat launches call the compiled kernel directly (default; ``THEODOLITE_FAST_LAUNCH=0`` turns it off)."""
+    return os.environ.get("THEODOLITE_FAST_LAUNCH", "1") not in ("", "0") and not interpreting()
+
+
+def _hooks_idle() -> bool:
+    """No Triton launch hooks installed (profilers add some): only then may we skip Triton's runner."""
+    from triton import knobs
+
+    runtime = knobs.runtime
+    for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return False
+    return True
+
+
+def _direct_launcher(compiled: Any, grid: tuple[int, ...]) -> Callable[..., None]:
+    """A callable ``f(*kernel_args)`` that launches ``compiled`` on ``grid`` with the least Python in between.
+
+    Calls the driver's C launch entry point directly when the kernel needs no scratch buffers
+    (else the CudaLauncher, which allocates them); the stream is read at each call, like Triton does.
+    """
+    from triton.runtime import driver
+
+    active = driver.active
+    get_device = active.get_current_device
+    get_stream = active.get_current_stream
+    launcher = compiled.run
+    function = compiled.function
+    packed = compiled.packed_metadata
+    g0, g1, g2 = (tuple(grid) + (1, 1))[:3]
+    if not _hooks_idle():
+        runner = compiled[grid]
+        return lambda *args: runner(*args)
+    raw = getattr(launcher, "launch", None)
+    no_scratch = not getattr(launcher, "global_scratch_size", 1) and not getattr(launcher, "profile_scratch_size", 1)
+    if raw is not None and no_scratch and hasattr(launcher, "launch_cooperative_grid"):
+        coop, pdl = launcher.launch_cooperative_grid, launcher.launch_pdl
+
+        def launch_raw(*args: Any) -> None:
+            raw(g0, g1, g2, get_stream(get_device()), function, coop, pdl, None, None, packed, None, None, None, *args)
+
+        return launch_raw
+
+    def launch(*args: Any) -> None:
+        launcher(g0, g1, g2, get_stream(get_device()), function, packed, None, None, None, *args)
+
+    return launch
 
 
 class _Launch:
     """One kernel launch of a plan.
 
     The first call goes through ``JITFunction.__getitem__`` (specialization, compile or cache
-    lookup).  With ``THEODOLITE_FAST_LAUNCH=1`` later calls launch the returned CompiledKernel
-    directly with positional arguments, skipping Triton's Python binder: on H100 the normal path
-    costs tens of microseconds of CPU per launch, which dominates tiny GEMMs.  Opt-in until
-    validated on a GPU (tests/kernels/test_gpu_kernels.py::test_fast_launch_matches).
+    lookup) and keeps the CompiledKernel; later calls launch it directly with the positional
+    arguments in signature order, skipping Triton's Python binder (tens of microseconds of CPU per
+    launch on H100, which dominated tiny GEMMs).  ``sources[i]`` names which gemm() tensor
+    (0 a, 1 b, 2 out, 3 c, 4 bias) positional argument i is, so a cached launch can be re-bound to
+    new tensors of the same metadata (see ``_FastGemm``); None means a constant of the plan.
     """
 
-    def __init__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        kernel: Any,
+        grid: tuple[int, ...],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        sources: tuple[int | None, ...] = (),
+    ) -> None:
         self.kernel = kernel
         self.grid = grid
         self.args = args
         self.kwargs = kwargs
+        self.sources = sources
         self.runner: Callable[..., None] | None = None
         self.ordered: list[Any] = []
+
+    def _bind(self) -> list[Any]:
+        names = list(self.kernel.arg_names)
+        kwargs = {key: value for key, value in self.kwargs.items() if key in names}
+        bound = self.kernel.signature.bind(*self.args, **kwargs)
+        bound.apply_defaults()
+        return list(bound.arguments.values())
+
+    def compile(self) -> bool:
+        """Launch once through Triton and keep the direct launcher; False when there is none (interpreter)."""
+        compiled = self.kernel[self.grid](*self.args, **self.kwargs)
+        if compiled is None or not fast_launch_enabled() or not hasattr(compiled, "packed_metadata"):
+            return False
+        self.ordered = self._bind()
+        self.runner = _direct_launcher(compiled, self.grid)
+        return True
 
     def __call__(self) -> None:
         if self.runner is not None:
             self.runner(*self.ordered)
             return
-        compiled = self.kernel[self.grid](*self.args, **self.kwargs)
-        if compiled is not None and fast_launch_enabled():
-            names = list(self.kernel.arg_names)
-            values = dict(zip(names, self.args, strict=False))
-            values.update({key: value for key, value in self.kwargs.items() if key in names})
-            self.ordered = [values[name] for name in names]
-            self.runner = compiled[self.grid]
+        self.compile()
 
 
 @dataclass
@@ -373,6 +437,7 @@ def plan_gemm(
     elif c is not None:
         _is_tensor(c, "c")
     bias_mode = 0
+    bias_in = bias
     if bias is not None:
         bias = _is_tensor(bias, "bias")
         if bias.device != device:
@@ -479,13 +544,22 @@ def plan_gemm(
     )  # fmt: skip
     pointers = (a_op.tensor, b_op.tensor, out3, c3 if c3 is not None else dummy, bias if bias is not None else dummy,
                 scale if scale is not None else dummy)  # fmt: skip
+    # Which gemm() argument each pointer is (0 a, 1 b, 2 out, 3 c, 4 bias); -1: made here, not re-bindable.
+    psrc = (
+        0 if not copy_a and a_op.tensor.data_ptr() == a.data_ptr() else -1,
+        1 if not copy_b and b_op.tensor.data_ptr() == b.data_ptr() else -1,
+        2,
+        (3 if c is not None and c3.data_ptr() == c.data_ptr() else -1) if c3 is not None else 2,
+        (4 if bias_in is not None and bias.data_ptr() == bias_in.data_ptr() else -1) if bias is not None else 2,
+        -1 if scale is not None else 2,
+    )
     per_sm = programs_per_sm(config, problem.dtype, limits)
     if config.variant == "persistent":
         from theodolite.kernels.persistent import persistent_kernel
 
         grid = (min(tiles, sms * per_sm),)
         plan.steps.append(
-            _Launch(persistent_kernel, grid, pointers, {**common, **epi, **meta, **operand_flags, **flags})
+            _Launch(persistent_kernel, grid, pointers, {**common, **epi, **meta, **operand_flags, **flags}, psrc)
         )
     elif config.variant == "tma":
         from theodolite.kernels.tma import tma_kernel
@@ -500,7 +574,7 @@ def plan_gemm(
         sbb = -(-sbb // vec) * vec
         tma_common = {**common, "stride_ab": sab, "stride_bb": sbb}
         kwargs = {**tma_common, **epi, "batch": batch, "BATCHED": batch > 1, **meta, **tma_flags, **flags}
-        plan.steps.append(_Launch(tma_kernel, grid, pointers, kwargs))
+        plan.steps.append(_Launch(tma_kernel, grid, pointers, kwargs, psrc))
     elif config.variant == "streamk":
         from theodolite.kernels.streamk import streamk_fixup, streamk_kernel
 
@@ -512,7 +586,7 @@ def plan_gemm(
 
         plan.steps.append(
             _Launch(streamk_kernel, grid, (*pointers, ws),
-                    {**common, **epi, "dp_tiles": dp_tiles, **meta, **operand_flags, **flags})
+                    {**common, **epi, "dp_tiles": dp_tiles, **meta, **operand_flags, **flags}, (*psrc, None))
         )  # fmt: skip
         if sk_tiles:
             fixup_args = (
@@ -522,7 +596,7 @@ def plan_gemm(
                 epi["stride_cb"], epi["stride_cm"], epi["stride_cn"],
                 epi["alpha"], epi["beta"], dp_tiles, programs_launched,
             )  # fmt: skip
-            plan.steps.append(_Launch(streamk_fixup, (sk_tiles,), fixup_args, {**meta, **flags}))
+            plan.steps.append(_Launch(streamk_fixup, (sk_tiles,), fixup_args, {**meta, **flags}, (*psrc[2:], None)))
     elif config.variant == "splitk":
         from theodolite.kernels.splitk import splitk_kernel, splitk_reduce
 
@@ -532,7 +606,7 @@ def plan_gemm(
 
         plan.steps.append(
             _Launch(splitk_kernel, (tiles, split), (pointers[0], pointers[1], ws),
-                    {**common, "SPLIT_K": split, **op_meta, **operand_flags})
+                    {**common, "SPLIT_K": split, **op_meta, **operand_flags}, (psrc[0], psrc[1], None))
         )  # fmt: skip
         reduce_args = (
             out3, pointers[3], pointers[4], pointers[5], ws, m, n, tiles,
@@ -544,7 +618,7 @@ def plan_gemm(
             BLOCK_M=config.block_m, BLOCK_N=config.block_n, GROUP_M=config.group_m, SPLIT_K=split,
             num_warps=config.num_warps, num_stages=1, **flags,
         )  # fmt: skip
-        plan.steps.append(_Launch(splitk_reduce, (tiles,), reduce_args, reduce_meta))
+        plan.steps.append(_Launch(splitk_reduce, (tiles,), reduce_args, reduce_meta, (*psrc[2:], None)))
     return plan
 
 
@@ -577,10 +651,115 @@ def gemm(
     - ``num_sms``: programs of persistent variants are ``num_sms * programs_per_sm``; default the device's.
     - Misaligned operands are copied to padded buffers exactly when ``config.needs_aligned_copy`` says so.
     """
-    return plan_gemm(
+    key = _fast_key(a, b, config, out, alpha, beta, c, bias, out_dtype, num_sms, a_scale, b_scale, precision)
+    if key is not None:
+        entry = _FAST.get(key)
+        if entry is not None:
+            return entry.run(a, b, out, c, bias)
+    plan = plan_gemm(
         a, b, config, out=out, alpha=alpha, beta=beta, c=c, bias=bias, out_dtype=out_dtype,
         num_sms=num_sms, a_scale=a_scale, b_scale=b_scale, precision=precision,
-    ).run()  # fmt: skip
+    )  # fmt: skip
+    result = plan.run()
+    if key is not None:
+        entry = _FastGemm.of(plan, out is None)
+        if entry is not None:
+            if len(_FAST) >= _FAST_MAX:
+                _FAST.clear()
+            _FAST[key] = entry
+    return result
+
+
+class _FastGemm:
+    """A cached gemm() for one (problem, config, argument metadata): compiled launchers, grids, constant
+    arguments and workspace, re-bound to each call's tensors.  A repeated gemm() call then costs a
+    dictionary lookup, the output allocation and one direct launch per kernel."""
+
+    __slots__ = ("launches", "out_shape", "out_dtype")
+
+    def __init__(
+        self,
+        launches: list[tuple[Callable[..., None], list[Any], tuple[tuple[int, int], ...]]],
+        out_shape: tuple[int, ...] | None,
+        out_dtype: torch.dtype,
+    ) -> None:
+        self.launches = launches
+        self.out_shape = out_shape
+        self.out_dtype = out_dtype
+
+    @classmethod
+    def of(cls, plan: GemmPlan, allocate_out: bool) -> _FastGemm | None:
+        """The cached form of a plan that has run once; None when it cannot be re-bound (copies, scales)."""
+        if not plan.steps:
+            return None
+        launches = []
+        for step in plan.steps:
+            if not isinstance(step, _Launch) or step.runner is None or not step.sources:
+                return None
+            if any(source == -1 for source in step.sources):
+                return None
+            ordered = list(step.ordered)
+            slots = tuple((i, source) for i, source in enumerate(step.sources) if source is not None)
+            for i, _ in slots:
+                ordered[i] = None  # hold no reference to this call's tensors
+            launches.append((step.runner, ordered, slots))
+        return cls(launches, tuple(plan.out.shape) if allocate_out else None, plan.out.dtype)
+
+    def run(
+        self,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        out: torch.Tensor | None,
+        c: torch.Tensor | None,
+        bias: torch.Tensor | None,
+    ) -> torch.Tensor:
+        if out is None:
+            out = torch.empty(self.out_shape, dtype=self.out_dtype, device=a.device)  # type: ignore[arg-type]
+        tensors = (a, b, out, c, bias)
+        for runner, ordered, slots in self.launches:
+            args = ordered.copy()
+            for i, source in slots:
+                args[i] = tensors[source]
+            runner(*args)
+        return out
+
+
+_FAST: dict[tuple[Any, ...], _FastGemm] = {}
+_FAST_MAX = 4096
+_NUMBER = (int, float)
+
+
+def _meta(x: Any) -> tuple[Any, ...] | None:
+    """What a plan depends on of a tensor: device, dtype, shape, strides and 16-byte alignment."""
+    return (x.device, x.dtype, x.shape, x.stride(), x.data_ptr() & 15 == 0)
+
+
+def _fast_key(
+    a: Any, b: Any, config: Any, out: Any, alpha: Any, beta: Any, c: Any, bias: Any,
+    out_dtype: Any, num_sms: Any, a_scale: Any, b_scale: Any, precision: Any,
+) -> tuple[Any, ...] | None:  # fmt: skip
+    """The cache key of a gemm() call, or None when the call must take the full path."""
+    if a_scale is not None or b_scale is not None or not fast_launch_enabled():
+        return None
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and isinstance(config, GemmConfig)):
+        return None
+    if type(alpha) not in _NUMBER or type(beta) not in _NUMBER:
+        return None
+    if out_dtype is not None and not isinstance(out_dtype, (str, torch.dtype)):
+        return None
+    if num_sms is not None and type(num_sms) is not int:
+        return None
+    extra = []
+    for x in (out, c, bias):
+        if x is None:
+            extra.append(None)
+        elif isinstance(x, torch.Tensor):
+            extra.append(_meta(x))
+        else:
+            return None
+    if not isinstance(precision, (str, type(None))):
+        return None
+    return (config, _meta(a), _meta(b), *extra, alpha, beta, out_dtype, num_sms, precision)
 
 
 _ALLOCATOR_SET = False

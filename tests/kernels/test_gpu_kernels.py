@@ -143,15 +143,52 @@ def test_more_than_2_31_elements() -> None:
         assert rel_error(out[rows], a[rows].double() @ b.double()) <= TOL["bf16"]
 
 
-def test_fast_launch_matches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """THEODOLITE_FAST_LAUNCH=1 relaunches the compiled kernel directly: same results as the normal path."""
+def test_fast_launch_matches() -> None:
+    """A plan's repeat runs launch the compiled kernel directly: same results as its first (Triton) run."""
     k = _kernels()
-    monkeypatch.setenv("THEODOLITE_FAST_LAUNCH", "1")
     a = operand(300, 520, False, torch.bfloat16)
     b = operand(520, 264, False, torch.bfloat16)
     for variant in ("persistent", "streamk", "splitk", "tma"):
         plan = k.plan_gemm(a, b, configs()[variant])
         first = plan.run().clone()
         plan.out.fill_(float("nan"))
-        second = plan.run()  # the fast path
+        second = plan.run()  # the direct path
         assert torch.equal(first, second), variant
+
+
+@pytest.mark.parametrize("variant", ["persistent", "streamk", "splitk", "tma", "small"])
+def test_gemm_launch_cache_rebinds(variant: str) -> None:
+    """Repeated gemm() calls hit the launch cache and must use each call's tensors (new data, new out)."""
+    from theodolite.kernels import launch
+
+    k = _kernels()
+    config = configs()[variant]
+    m, n, kk = 300, 264, 520
+    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    c = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    for round_ in range(3):
+        a = operand(m, kk, False, torch.bfloat16)
+        b = operand(kk, n, round_ == 2, torch.bfloat16)  # round 2: new layout, a new cache entry
+        out = k.gemm(a, b, config)
+        assert rel_error(out, a.double() @ b.double()) <= TOL["bf16"], (variant, round_)
+        given = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        result = k.gemm(a, b, config, out=given, alpha=0.5, beta=2.0, c=c, bias=bias)
+        assert result is given
+        ref = 0.5 * (a.double() @ b.double()) + 2.0 * c.double() + bias.double()
+        assert rel_error(given, ref) <= TOL["bf16"], (variant, round_)
+    assert len(launch._FAST) > 0
+
+
+def test_gemm_launch_cache_misaligned_and_views() -> None:
+    """Calls the cache must not serve the same way (aligned copy, offset views) stay correct when repeated."""
+    k = _kernels()
+    config = configs()["persistent"]
+    for _ in range(2):
+        a = operand(200, 1001, False, torch.bfloat16)  # misaligned rows: copied
+        b = operand(1001, 300, False, torch.bfloat16)
+        assert rel_error(k.gemm(a, b, config), a.double() @ b.double()) <= TOL["bf16"]
+        base = torch.randn(129 * 256 + 8, device="cuda", dtype=torch.bfloat16)
+        for offset in (0, 8, 1):  # pointer alignment changes: different cache entries
+            x = base[offset : offset + 128 * 256].view(128, 256)
+            y = operand(256, 192, False, torch.bfloat16)
+            assert rel_error(k.gemm(x, y, config), x.double() @ y.double()) <= TOL["bf16"], offset

@@ -33,7 +33,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fast-launch",
         action="store_true",
-        help="relaunch compiled kernels directly (THEODOLITE_FAST_LAUNCH=1; cuts Python launch overhead)",
+        help="kept for old command lines: direct relaunch of compiled kernels is now the default",
+    )
+    parser.add_argument(
+        "--no-fast-launch",
+        action="store_true",
+        help="launch through Triton's binder every time (THEODOLITE_FAST_LAUNCH=0; the old, slower host path)",
+    )
+    parser.add_argument(
+        "--flush-only",
+        action="store_true",
+        help="time every shape with L2-flushed single runs (no rotated back-to-back timing for small inputs)",
     )
 
 
@@ -59,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
             raise TheodoliteError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     for key in args.config:
         GemmConfig.from_key(key)
-    if args.fast_launch:
-        os.environ["THEODOLITE_FAST_LAUNCH"] = "1"
+    if args.no_fast_launch:
+        os.environ["THEODOLITE_FAST_LAUNCH"] = "0"
     shapes = _shard(load_suite(args.shapes), args.shard)
     if args.limit is not None:
         shapes = shapes[: args.limit]
@@ -74,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         budget_s=args.budget_s,
         precompile=not args.no_precompile,
         workers=args.workers,
-        extra={"shapes": args.shapes, "shard": args.shard or "", "fast_launch": bool(args.fast_launch)},
+        rotate=not args.flush_only,
+        extra={"shapes": args.shapes, "shard": args.shard or "", "fast_launch": not args.no_fast_launch},
     )
     command = "theodolite " + " ".join(sys.argv[1:]) if sys.argv and "bench" in sys.argv else "theodolite bench"
     resume = args.output if args.resume else None
