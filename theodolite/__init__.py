@@ -6,12 +6,20 @@ Public API: ``select`` (model pick for a problem), ``matmul`` (select and run),
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from theodolite.errors import NoDeviceError, ProfileError, TheodoliteError
 from theodolite.profile import Profile, load_profile
 
 __version__ = "0.1.0"
+
+# In a source checkout that is not installed (or installed by a setuptools too old for package-dir
+# editable installs, as on our GPU image), theodolite.probes/model/kernels/profiles/reports are the
+# sibling folders of this package: let the import system find them there.  An install maps them itself.
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "kernels" / "config.py").is_file():
+    __path__.append(str(_CHECKOUT))  # type: ignore[name-defined]  # noqa: F821
 
 __all__ = [
     "NoDeviceError",
