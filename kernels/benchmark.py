@@ -6,11 +6,11 @@ Two timing modes, the same for our configs and for torch.matmul:
   run preceded by an L2 flush with Triton's cache-clear buffer, timed alone with CUDA events,
   median kept);
 - inputs that fit in L2 (tiny and small shapes, where a single flushed run of a few microseconds
-  is mostly event and launch noise): ``rotated`` -- enough copies of the inputs that together
-  exceed twice the L2 are cycled through, many calls back to back between two events (each call
-  reads inputs that were evicted by the calls before it, as after a flush), and the median over
-  several such batches of the mean time per call is kept.  Back-to-back timing includes any time
-  the GPU waits for the host, so host launch overhead counts here, for ours and torch's alike.
+  is mostly event and launch noise): ``rotated`` -- copies of the inputs that together exceed twice
+  the L2 (at most 32: tiny inputs then stay in L2, for both) are cycled through, many calls back to
+  back between two events, and the median over several such batches of the mean time per call is
+  kept.  Back-to-back timing includes any time the GPU waits for the host, so host launch overhead
+  counts here, for ours (a plain ``gemm()`` call) and torch's (``torch.matmul(out=)``) alike.
 
 Every config gets one checked run first (output poisoned with NaN, compared against
 torch.matmul).  A config already 3x slower than the best so far after its first timed runs stops
@@ -75,7 +75,7 @@ class Timer:
         min_reps: int = 3,
         cutoff: float = 3.0,
         batch_us: float = 300.0,
-        batches: int = 7,
+        batches: int = 5,
     ) -> None:
         import triton
 
@@ -146,7 +146,7 @@ def l2_bytes(device: torch.device | None = None) -> int:
     return int(getattr(props, "L2_cache_size", 0) or 0)
 
 
-def rotation_count(set_bytes: int, l2: int, max_sets: int = 64) -> int:
+def rotation_count(set_bytes: int, l2: int, max_sets: int = 32) -> int:
     """How many input copies rotated timing cycles through (together over twice the L2); 0: flush instead."""
     if l2 <= 0 or set_bytes <= 0 or set_bytes > l2 // 2:
         return 0
@@ -225,7 +225,7 @@ def bench_shape(
     sets = [(a, b, ref, out)] + [(a.clone(), b.clone(), ref.clone(), out.clone()) for _ in range(max(0, rotation - 1))]
     one = torch.ones((), device=device)
 
-    def torch_call(x: torch.Tensor, y: torch.Tensor, r: torch.Tensor) -> Callable[[], None]:
+    def torch_call(x: torch.Tensor, y: torch.Tensor, r: torch.Tensor) -> Callable[[], Any]:
         if fp8:
             y_col = y.t().contiguous().t()  # _scaled_mm wants a column-major B
             return lambda: torch._scaled_mm(x, y_col, scale_a=one, scale_b=one, out_dtype=torch.float32)
@@ -278,7 +278,7 @@ def bench_shape(
 
 
 def _our_calls(
-    sets: list[tuple[torch.Tensor, ...]],
+    sets: Sequence[tuple[torch.Tensor, ...]],
     config: GemmConfig,
     precision: str | None,
     gemm: Callable[..., Any],
@@ -366,7 +366,7 @@ def run_bench(
             "max_reps": settings.max_reps,
             "timing": (
                 "inputs over L2/2: median of L2-flushed CUDA-event runs (do_bench method); smaller: median of"
-                " batches of back-to-back calls rotating input copies (> 2x L2, at most 64); early stop at 3x the best"
+                " batches of back-to-back calls rotating input copies (> 2x L2, at most 32); early stop at 3x the best"
                 if settings.rotate
                 else "median of L2-flushed CUDA-event runs (do_bench method), early stop at 3x the best"
             ),

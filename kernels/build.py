@@ -67,9 +67,8 @@ def _source(config: GemmConfig, dtype: str, layout: str) -> tuple[Any, Any]:
         constexprs["BATCHED"] = False
     if config.variant == "splitk":
         constexprs["SPLIT_K"] = config.split_k
-    else:
-        out_vec = 16 // (2 if dtype in ("fp16", "bf16") else 4)
-        constexprs.update(HAS_C=False, BIAS_MODE=0, HAS_SCALE=False, OUT_VEC=out_vec, C_VEC=0, N_VEC=out_vec)
+    out_vec = 16 // (2 if dtype in ("fp16", "bf16") else 4)
+    constexprs.update(HAS_C=False, BIAS_MODE=0, HAS_SCALE=False, OUT_VEC=out_vec, C_VEC=0, N_VEC=out_vec)
     signature: dict[str, str] = {}
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}
     declared = {p.name for p in kernel.params if p.is_constexpr}
@@ -85,6 +84,8 @@ def _source(config: GemmConfig, dtype: str, layout: str) -> tuple[Any, Any]:
             signature[name] = _OUT_TYPES[dtype]
         elif name in ("scale_ptr", "ws_ptr"):
             signature[name] = "*fp32"
+        elif name == "lock_ptr":
+            signature[name] = "*i32"
         elif name in ("alpha", "beta"):
             signature[name] = "fp32"
         else:

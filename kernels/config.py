@@ -240,6 +240,9 @@ _PERSISTENT = (
     (16, 64, 128, 4, 4),
     (16, 128, 128, 4, 4),
     (16, 256, 64, 4, 4),
+    # narrow N (tall-skinny outputs, N <= 32): a 64-wide tile wastes most of each MMA and store
+    (128, 32, 64, 4, 4),
+    (64, 32, 128, 4, 4),
 )
 _TMA = (
     (128, 256, 64, 8, 3),
@@ -369,6 +372,11 @@ def legal_configs(
 # the copy costs one read and one write of the operand, the kernel reads it once per tile
 # column (A) or tile row (B) on the other side.
 ALIGN_COPY_MIN_REUSE = 128
+# Problems below this many FLOPs are never copied (0: off, the measured rule so far).  The H100 sweep of
+# 2026-11-23 (rotated back-to-back timing) shows small copied problems at 0.78x torch.matmul geomean (81
+# shapes, 47 of the 60 below 0.85x) while small misaligned problems run uncopied at 1.24x: the copy is an
+# extra launch.  Candidate value ~2e9 (copies won from ~1.5e9 FLOPs up); set it only with a new sweep.
+ALIGN_COPY_MIN_FLOPS = 0.0
 
 
 def needs_aligned_copy(problem: Problem) -> tuple[bool, bool]:
@@ -376,9 +384,12 @@ def needs_aligned_copy(problem: Problem) -> tuple[bool, bool]:
 
     Rule (exactly what gemm() does): copy an operand iff its rows are misaligned
     (``Problem.a_aligned``/``b_aligned`` false), the problem is not empty, and the other
-    output dimension (N for A, M for B) is at least ``ALIGN_COPY_MIN_REUSE``.
+    output dimension (N for A, M for B) is at least ``ALIGN_COPY_MIN_REUSE`` (and the problem has at
+    least ``ALIGN_COPY_MIN_FLOPS``, 0 for now).
     """
     if problem.m == 0 or problem.n == 0 or problem.k == 0 or problem.batch == 0:
+        return False, False
+    if problem.flops < ALIGN_COPY_MIN_FLOPS:
         return False, False
     copy_a = not problem.a_aligned and problem.n >= ALIGN_COPY_MIN_REUSE
     copy_b = not problem.b_aligned and problem.m >= ALIGN_COPY_MIN_REUSE

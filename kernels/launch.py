@@ -204,6 +204,19 @@ def _workspace(device: torch.device, elements: int) -> torch.Tensor:
     return buf
 
 
+_LOCKS: dict[tuple[str, int | None], torch.Tensor] = {}
+
+
+def _locks(device: torch.device, count: int) -> torch.Tensor:
+    """Cached int32 per-tile arrival counters, all zero between launches (the kernels reset what they use)."""
+    key = (device.type, device.index)
+    buf = _LOCKS.get(key)
+    if buf is None or buf.numel() < count:
+        buf = torch.zeros(max(count, 1024), dtype=torch.int32, device=device)
+        _LOCKS[key] = buf
+    return buf
+
+
 def _aligned_copy(op: _Operand, vec: int) -> tuple[_Operand, Callable[[], None]]:
     """A padded-stride buffer for a misaligned operand and the copy that fills it (run at each launch)."""
     src = op.tensor
@@ -268,7 +281,8 @@ def _scale_tensor(a_scale: Any, b_scale: Any, device: torch.device) -> torch.Ten
 
 
 def fast_launch_enabled() -> bool:
-    """Repeat launches call the compiled kernel directly (default; ``THEODOLITE_FAST_LAUNCH=0`` turns it off)."""
+    """Repeat launches call the compiled kernel directly (default; ``THEODOLITE_FAST_LAUNCH=0`` before the
+    first gemm() call turns it off: Triton's binder at every launch, no gemm() launch cache)."""
     return os.environ.get("THEODOLITE_FAST_LAUNCH", "1") not in ("", "0") and not interpreting()
 
 
@@ -302,12 +316,29 @@ def _direct_launcher(compiled: Any, grid: tuple[int, ...]) -> Callable[..., None
         runner = compiled[grid]
         return lambda *args: runner(*args)
     raw = getattr(launcher, "launch", None)
-    no_scratch = not getattr(launcher, "global_scratch_size", 1) and not getattr(launcher, "profile_scratch_size", 1)
-    if raw is not None and no_scratch and hasattr(launcher, "launch_cooperative_grid"):
+    scratch_size = getattr(launcher, "global_scratch_size", None)
+    if (
+        raw is not None
+        and scratch_size is not None
+        and not getattr(launcher, "profile_scratch_size", 1)
+        and hasattr(launcher, "launch_cooperative_grid")
+    ):
         coop, pdl = launcher.launch_cooperative_grid, launcher.launch_pdl
+        scratch = None
+        if scratch_size > 0:
+            # Device-side TMA descriptors: global scratch, allocated once per launch shape instead of at
+            # every launch (launches on one stream run in order, so they can share it, like the workspace).
+            from triton.runtime import _allocation
+
+            size = g0 * g1 * g2 * getattr(launcher, "num_ctas", 1) * scratch_size
+            allocator = _allocation._allocator.get()
+            scratch = allocator(size, launcher.global_scratch_align, get_stream(get_device()))
 
         def launch_raw(*args: Any) -> None:
-            raw(g0, g1, g2, get_stream(get_device()), function, coop, pdl, None, None, packed, None, None, None, *args)
+            raw(
+                g0, g1, g2, get_stream(get_device()), function, coop, pdl, scratch, None, packed, None, None, None,
+                *args,
+            )  # fmt: skip
 
         return launch_raw
 
@@ -598,27 +629,15 @@ def plan_gemm(
             )  # fmt: skip
             plan.steps.append(_Launch(streamk_fixup, (sk_tiles,), fixup_args, {**meta, **flags}, (*psrc[2:], None)))
     elif config.variant == "splitk":
-        from theodolite.kernels.splitk import splitk_kernel, splitk_reduce
+        from theodolite.kernels.splitk import splitk_kernel
 
         split = config.split_k
         ws = _workspace(device, split * tiles * config.block_m * config.block_n)
-        op_meta = {key: value for key, value in meta.items()}
-
+        locks = _locks(device, tiles)
         plan.steps.append(
-            _Launch(splitk_kernel, (tiles, split), (pointers[0], pointers[1], ws),
-                    {**common, "SPLIT_K": split, **op_meta, **operand_flags}, (psrc[0], psrc[1], None))
+            _Launch(splitk_kernel, (tiles, split), (*pointers, ws, locks),
+                    {**common, **epi, "SPLIT_K": split, **meta, **operand_flags, **flags}, (*psrc, None, None))
         )  # fmt: skip
-        reduce_args = (
-            out3, pointers[3], pointers[4], pointers[5], ws, m, n, tiles,
-            epi["stride_ob"], epi["stride_om"], epi["stride_on"],
-            epi["stride_cb"], epi["stride_cm"], epi["stride_cn"],
-            epi["alpha"], epi["beta"],
-        )  # fmt: skip
-        reduce_meta = dict(
-            BLOCK_M=config.block_m, BLOCK_N=config.block_n, GROUP_M=config.group_m, SPLIT_K=split,
-            num_warps=config.num_warps, num_stages=1, **flags,
-        )  # fmt: skip
-        plan.steps.append(_Launch(splitk_reduce, (tiles,), reduce_args, reduce_meta, (*psrc[2:], None)))
     return plan
 
 
@@ -661,7 +680,7 @@ def gemm(
         num_sms=num_sms, a_scale=a_scale, b_scale=b_scale, precision=precision,
     )  # fmt: skip
     result = plan.run()
-    if key is not None:
+    if key is not None and fast_launch_enabled():
         entry = _FastGemm.of(plan, out is None)
         if entry is not None:
             if len(_FAST) >= _FAST_MAX:
@@ -738,28 +757,37 @@ def _fast_key(
     a: Any, b: Any, config: Any, out: Any, alpha: Any, beta: Any, c: Any, bias: Any,
     out_dtype: Any, num_sms: Any, a_scale: Any, b_scale: Any, precision: Any,
 ) -> tuple[Any, ...] | None:  # fmt: skip
-    """The cache key of a gemm() call, or None when the call must take the full path."""
-    if a_scale is not None or b_scale is not None or not fast_launch_enabled():
+    """The cache key of a gemm() call, or None when the call must take the full path (kept lean: it runs
+    at every call)."""
+    if a_scale is not None or b_scale is not None:
         return None
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and isinstance(config, GemmConfig)):
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and type(config) is GemmConfig):
         return None
     if type(alpha) not in _NUMBER or type(beta) not in _NUMBER:
         return None
+    key: tuple[Any, ...] = (
+        config, a.device, a.dtype, a.shape, a.stride(), a.data_ptr() & 15 == 0,
+        b.device, b.dtype, b.shape, b.stride(), b.data_ptr() & 15 == 0, alpha, beta,
+    )  # fmt: skip
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            return None
+        key = (*key, "out", out.device, out.dtype, out.shape, out.stride(), out.data_ptr() & 15 == 0)
+    if c is None and bias is None and out_dtype is None and num_sms is None and precision is None:
+        return key
     if out_dtype is not None and not isinstance(out_dtype, (str, torch.dtype)):
         return None
-    if num_sms is not None and type(num_sms) is not int:
+    if (num_sms is not None and type(num_sms) is not int) or not isinstance(precision, (str, type(None))):
         return None
-    extra = []
-    for x in (out, c, bias):
+    extra: list[Any] = ["extra", out_dtype, num_sms, precision]
+    for x in (c, bias):
         if x is None:
             extra.append(None)
         elif isinstance(x, torch.Tensor):
             extra.append(_meta(x))
         else:
             return None
-    if not isinstance(precision, (str, type(None))):
-        return None
-    return (config, _meta(a), _meta(b), *extra, alpha, beta, out_dtype, num_sms, precision)
+    return (*key, *extra)
 
 
 _ALLOCATOR_SET = False

@@ -1,5 +1,7 @@
-"""Split-K GEMM for small M*N with large K: ``split_k`` programs per tile write fp32 partials, then a
-fixed-order reduction adds them and applies the epilogue (deterministic: no atomics)."""
+"""Split-K GEMM for small M*N with large K, in one launch: ``split_k`` programs per tile write fp32
+partials; the last program of a tile to arrive (a per-tile arrival counter) adds them in fixed slice
+order and applies the epilogue (deterministic: the counter only picks who adds, never the order).
+``splitk_reduce`` is the former second-launch reduction, kept for reference and tests."""
 
 from __future__ import annotations
 
@@ -11,16 +13,22 @@ from theodolite.kernels.persistent import RUNTIME_INTS
 
 @triton.jit(do_not_specialize=RUNTIME_INTS)
 def splitk_kernel(
-    a_ptr, b_ptr, ws_ptr,
+    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr, lock_ptr,
     M, N, K, LM, LN, KA, KB, num_tiles,
     stride_ab, stride_a, stride_bb, stride_b,
+    stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
+    alpha, beta,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr,
     A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
     KA_VEC: tl.constexpr, KB_VEC: tl.constexpr,
-    PRECISION: tl.constexpr,
+    PRECISION: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr, HAS_SCALE: tl.constexpr,
+    OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
 ):  # fmt: skip
-    """Grid (tiles, SPLIT_K); partial s of tile t goes to ws[s, t] (an fp32 BLOCK_M x BLOCK_N block)."""
+    """Grid (tiles, SPLIT_K), one launch.  Partial s of tile t goes to ws[t, s] (an fp32 BLOCK_M x BLOCK_N
+    block); then the program counts itself in at lock[t], and the last of the tile's SPLIT_K programs
+    to arrive adds the partials in slice order 0..SPLIT_K-1 (the same order whoever arrives last:
+    deterministic), resets lock[t] to 0 for the next launch and applies the epilogue."""
     tile = tl.program_id(0)
     s = tl.program_id(1)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -36,8 +44,20 @@ def splitk_kernel(
         BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION,
     )  # fmt: skip
     r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    offset = (s.to(tl.int64) * num_tiles + tile) * (BLOCK_M * BLOCK_N)
-    tl.store(ws_ptr + offset + r, acc)
+    base = ws_ptr + tile.to(tl.int64) * (SPLIT_K * BLOCK_M * BLOCK_N)
+    tl.store(base + s * (BLOCK_M * BLOCK_N) + r, acc)
+    tl.debug_barrier()  # every thread's partial is written before the release below
+    arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
+    if arrived == SPLIT_K - 1:
+        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for i in tl.static_range(SPLIT_K):
+            total += tl.load(base + i * (BLOCK_M * BLOCK_N) + r, cache_modifier=".cg")
+        tl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed", scope="gpu")
+        epilogue(
+            total, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+            stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
+            BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
+        )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=RUNTIME_INTS)

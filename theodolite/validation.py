@@ -864,18 +864,26 @@ def precompile_all(
         return 0.0
     import os
 
-    groups: dict[tuple[str, str], dict[str, GemmConfig]] = {}
+    from theodolite.kernels.build import specialization
+
+    # One compile per (config, specialization): sizes and strides are not specialized, so the
+    # smallest problem of each specialization class stands for all of them.
+    smallest: dict[tuple[str, tuple[bool, ...]], tuple[float, GemmConfig, Any]] = {}
     for shape in shapes:
-        union = groups.setdefault((shape.dtype, shape.layout), {})
-        for config in legal_configs(shape.problem, limits, profile, settings.variants):
-            union[config.key] = config
+        problem = shape.problem
+        if problem.m * problem.n * problem.k == 0:
+            continue
+        spec = specialization(problem)
+        for config in legal_configs(problem, limits, profile, settings.variants):
+            known = smallest.get((config.key, spec))
+            if known is None or problem.flops < known[0]:
+                smallest[(config.key, spec)] = (problem.flops, config, problem)
     start = time.perf_counter()
     workers = settings.workers or max(1, min(16, (os.cpu_count() or 2) - 1))
-    for (dtype, layout), union in groups.items():
-        for error in precompile(list(union.values()), dtype, layout, workers=workers):
-            log(f"  precompile: {error}")
+    for error in precompile([(config, problem) for _, config, problem in smallest.values()], workers=workers):
+        log(f"  precompile: {error}")
     seconds = time.perf_counter() - start
-    log(f"precompiled {sum(len(u) for u in groups.values())} configs in {seconds:.1f}s ({workers} processes)")
+    log(f"precompiled {len(smallest)} (config, specialization) pairs in {seconds:.1f}s ({workers} processes)")
     return seconds
 
 

@@ -120,6 +120,14 @@ def test_deterministic_reductions() -> None:
         first = k.gemm(a, b, configs()[variant])
         for _ in range(3):
             assert torch.equal(first, k.gemm(a, b, configs()[variant])), variant
+    # one-launch split-K: the last program of a tile to arrive reduces; many tiles and slices race here
+    config = k.GemmConfig("splitk", 16, 64, 128, 8, 4, 4, 16)
+    a = operand(40, 8192, False, torch.bfloat16)
+    b = operand(8192, 4096, False, torch.bfloat16)
+    first = k.gemm(a, b, config)
+    assert rel_error(first, a.double() @ b.double()) <= TOL["bf16"]
+    for _ in range(20):
+        assert torch.equal(first, k.gemm(a, b, config))
 
 
 def test_more_than_2_31_elements() -> None:

@@ -73,3 +73,39 @@ def test_compile_one_offline() -> None:
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+
+
+def test_rotation_count() -> None:
+    """Rotated timing: enough input copies to exceed twice the L2 (capped); none when inputs are large."""
+    from theodolite.kernels.benchmark import rotation_count
+
+    l2 = 50 * 2**20
+    assert rotation_count(10 * 2**20, l2) == 11  # 11 x 10 MiB > 2 x 50 MiB
+    assert rotation_count(1024, l2) == 32  # tiny: capped
+    assert rotation_count(30 * 2**20, l2) == 0  # over half the L2: flushed timing
+    assert rotation_count(1024, 0) == 0  # L2 unknown: flushed timing
+
+
+def test_launch_cache_key() -> None:
+    """gemm()'s launch-cache key tells apart what a plan depends on (shape, strides, alignment, out, epilogue)."""
+    torch = pytest.importorskip("torch")
+    from theodolite.kernels.launch import _fast_key
+
+    config = GemmConfig("persistent", 64, 64, 64, 8, 4, 4)
+    a, b = torch.randn(64, 32), torch.randn(32, 48)
+    out = torch.empty(64, 48)
+
+    def key(*args, **kw):  # type: ignore[no-untyped-def]
+        full = dict(out=None, alpha=1.0, beta=0.0, c=None, bias=None, out_dtype=None, num_sms=None,
+                    a_scale=None, b_scale=None, precision=None)  # fmt: skip
+        full.update(kw)
+        return _fast_key(*args, config, *full.values())
+
+    base = key(a, b)
+    assert base == key(torch.randn(64, 32), torch.randn(32, 48))  # new data, same metadata: a hit
+    assert base != key(a, b.t().contiguous().t())  # layout
+    assert base != key(torch.randn(64 * 32 + 1)[1:].view(64, 32), b)  # 16-byte alignment of the pointer
+    assert base != key(a, b, out=out) and key(a, b, out=out) == key(a, b, out=torch.empty(64, 48))
+    assert key(a, b, bias=torch.randn(48)) != key(a, b, c=torch.randn(48))
+    assert key(a, b, a_scale=2.0) is None and key(a, b, alpha=[1]) is None
+    assert _fast_key(a, b, "not a config", *([None] * 10)) is None

@@ -1,0 +1,77 @@
+"""Compute and on-chip costs of one K-iteration of one program (per config, shape-independent).
+
+Matrix work runs at the profile's per-SM matrix rate for the dtype; a tile narrower than
+the matrix instruction pads up to it.  Shared memory carries every operand byte twice (the
+copy in and the read by the matrix unit); pointer-based loads cost issue slots that TMA
+loads do not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from theodolite.model.hardware import Hardware
+
+VECTOR_BYTES = 16  # bytes of one vector load of an aligned row (the kernels' ALIGN_BYTES)
+
+
+def flops_per_iteration(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray) -> np.ndarray:
+    return 2.0 * bm * bn * bk
+
+
+def mma_instructions(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, warps: np.ndarray, hw: Hardware) -> np.ndarray:
+    """Matrix instructions one program issues per K-iteration (the tile's decomposition).
+
+    Asynchronous path (block_m >= mma_min_m): warpgroups of 4 warps split M first (down to
+    mma_min_m rows each), then N; each issues (rows / mma_min_m) x (K / k_step) instructions of
+    N = min(its columns, mma_max_n).  Synchronous path: 16 x 8 x k_step instructions, the warps
+    (one per scheduler, up to 4) issuing in parallel.
+    k_step: 32 bytes of the input (16 bf16 elements).
+    """
+    k_step = 32.0 / hw.element_bytes
+    groups = np.maximum(warps / 4.0, 1.0)
+    groups_m = np.minimum(groups, np.maximum(bm / hw.mma_min_m, 1.0))
+    groups_n = groups / groups_m
+    cols = bn / groups_n
+    asynchronous = (bm / hw.mma_min_m) * (bk / k_step) * np.ceil(cols / hw.mma_max_n) * groups_n
+    synchronous = (bm / 16.0) * (bn / 8.0) * (bk / k_step) / np.minimum(warps, 4.0)  # one scheduler per warp
+    return np.where(bm < hw.mma_min_m, synchronous, asynchronous)
+
+
+def compute_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, hw: Hardware, warps: np.ndarray) -> np.ndarray:
+    """Seconds of matrix-unit work per K-iteration of one program, alone on its SM.
+
+    FLOPs at the profile's per-SM matrix rate (tiles narrower than the asynchronous instruction's
+    M run on the synchronous path at ``mma_small_rate`` of it), plus a fixed cost per instruction.
+    """
+    rate = np.where(bm < hw.mma_min_m, hw.mma_small_rate, 1.0) * hw.mma_flops_per_sm
+    return flops_per_iteration(bm, bn, bk) / rate + mma_instructions(bm, bn, bk, warps, hw) * hw.mma_instruction_s
+
+
+def smem_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, hw: Hardware) -> np.ndarray:
+    """Seconds of shared-memory traffic per K-iteration: the operands written once, then read by the
+    matrix instructions (A once per mma_max_n columns, B once per mma_min_m rows)."""
+    e = hw.element_bytes
+    written = (bm + bn) * bk * e
+    read = bm * bk * e * np.ceil(bn / hw.mma_max_n) + bn * bk * e * np.maximum(bm / hw.mma_min_m, 1.0)
+    return (written + read) / hw.smem_bandwidth
+
+
+def issue_time(
+    bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, tma: np.ndarray, hw: Hardware, a_vector: int, b_vector: int
+) -> np.ndarray:
+    """Seconds of load-issue per K-iteration for pointer-based loads (TMA: one descriptor copy, ~free).
+
+    ``a_vector``/``b_vector``: bytes per load instruction per thread (16 when rows are aligned,
+    the element size when not).
+    """
+    e = hw.element_bytes
+    loads = (bm * bk * e / a_vector + bn * bk * e / b_vector) / hw.warp_size
+    return np.where(tma, 0.0, loads * hw.load_instructions / hw.issue_rate)
+
+
+def issue_coefficients(
+    bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, tma: np.ndarray, hw: Hardware
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ca, cb) with issue seconds per iteration = ca / a_vector + cb / b_vector (bytes per load)."""
+    scale = np.where(tma, 0.0, hw.element_bytes * hw.load_instructions / (hw.warp_size * hw.issue_rate))
+    return bm * bk * scale, bn * bk * scale

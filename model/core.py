@@ -1,0 +1,302 @@
+"""The cost formula, written once and evaluated two ways.
+
+``cost(shape, cfg, hw, ops)`` works on numpy arrays (the whole config space at once, or a grid of
+shapes x configs by broadcasting) and on Python scalars (one config, for the microsecond fast
+path), through the ``ops`` namespace.  There are no Python branches on data in here.
+
+Structure (every hardware number from the profile via ``Hardware``):
+
+- tiles = ceil(M/BM) x ceil(N/BN) (x batch); iterations = ceil(K/BK) (split-K: per slice);
+- work items (tiles, or tile slices) run in waves of the programs that fit at once; the last,
+  partial wave is evaluated on its own (its SMs hold fewer programs, each runs faster);
+- per SM, an iteration costs max(programs x max(matrix, shared memory, load issue),
+  latency / (stages - 1)) + loop overhead; a work item adds its pipeline fill and fixed cost;
+- the memory system is a shared fluid: all L2 requests over the L2 bandwidth, all HBM misses
+  (distinct rows/columns of the tiles running at once under the grouped order, plus the reuse
+  the effective L2 cannot hold) and stores over HBM bandwidth reachable from the active SMs;
+- kernel = max(SM time, memory time); total = launches + aligned copies + kernel + fix-up.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from theodolite.model.compute import VECTOR_BYTES
+from theodolite.model.hardware import Hardware
+
+PARTIAL_BYTES = 4  # fp32 partial tiles (the kernels' split-K / Stream-K workspace)
+
+
+class NumpyOps:
+    minimum = staticmethod(np.minimum)
+    maximum = staticmethod(np.maximum)
+    ceil = staticmethod(np.ceil)
+    floor = staticmethod(np.floor)
+    where = staticmethod(np.where)
+
+    @staticmethod
+    def clip01(x: Any) -> Any:
+        return np.clip(x, 0.0, 1.0)
+
+
+class ScalarOps:
+    minimum = staticmethod(min)
+    maximum = staticmethod(max)
+    ceil = staticmethod(math.ceil)
+    floor = staticmethod(math.floor)
+
+    @staticmethod
+    def where(condition: Any, a: Any, b: Any) -> Any:
+        return a if condition else b
+
+    @staticmethod
+    def clip01(x: float) -> float:
+        return 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
+
+
+def cost(
+    m: Any,
+    n: Any,
+    k: Any,
+    batch: int,
+    a_vec: float,
+    b_vec: float,
+    out_bytes: int,
+    c: Any,
+    hw: Hardware,
+    ops: Any,
+    detail: bool = False,
+) -> tuple[Any, dict[str, Any]]:
+    """Seconds for configs ``c`` (attributes: arrays or scalars) on shape(s) m, n, k (launch, copy excluded).
+
+    ``a_vec``/``b_vec``: bytes per load instruction of A/B (16 aligned, else the element size).
+    """
+    mn, mx, ceil = ops.minimum, ops.maximum, ops.ceil
+    e = hw.element_bytes
+    sm = c.sm
+    tm = ceil(m / c.bm)
+    tn = ceil(n / c.bn)
+    kt = ceil(k / c.bk)
+    plane = tm * tn
+    tiles = batch * plane
+    iters = ceil(kt / c.split)
+    sk_programs = mn(c.pprog, tiles * kt)
+    sk_tiles = c.is_sk * (tiles % sk_programs)
+    items = tiles * c.split - sk_tiles
+    grid = ops.where(c.is_split, items, ops.where(c.is_sk, sk_programs, mn(tiles, c.pprog)))
+    conc = mx(mn(grid, c.slots), 1.0)
+    full = ops.floor(items / conc)
+    rest = items - full * conc
+    has_rest = rest > 0
+
+    # ---- the window of items running at once: distinct rows/columns under the grouped order ----
+    planes = ceil(conc / plane)
+    w = mn(conc, plane)
+    gmm = mn(c.gm, tm)
+    per_group = gmm * tn
+    within = w <= per_group
+    rows = ops.where(within, mn(gmm, w), mn(tm, gmm * ceil(w / per_group)))
+    cols = ops.where(within, ceil(w / gmm), tn)
+    a_rows = planes * mn(rows * c.bm, m)
+    b_cols = planes * mn(cols * c.bn, n)
+    step_bytes = c.bk * e
+    requested = conc * c.panel * step_bytes  # L2 requests per iteration of the whole wave
+    unique = (a_rows + b_cols) * step_bytes
+    # the tiles of a wave walk K in near lockstep, so a row/column panel is reused within a few K-steps:
+    # that working set (distinct panels x a few steps) is far below the effective L2, every reuse hits
+    hbm_step = unique
+    miss = hbm_step / requested
+    latency = hw.l2_latency_s + miss * (hw.hbm_latency_s - hw.l2_latency_s)
+
+    # ---- per-SM time ----
+    active_f = mn(conc, sm)
+    occ_f = ceil(conc / active_f)
+    active_l = mx(mn(rest, sm), 1.0)
+    occ_l = ceil(rest / active_l)
+    per_prog = per_program(c, a_vec, b_vec, ops)
+    # a misaligned operand is loaded synchronously (no async copy): nothing prefetches its latency
+    hide = latency / (1.0 if (a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES) else c.lat_div)
+    it_f = mx(occ_f * per_prog, hide) + hw.iteration_overhead_s
+    it_l = mx(occ_l * per_prog, hide) + hw.iteration_overhead_s
+    fixed = latency + hw.tile_overhead_s
+    sk_iters = ceil(sk_tiles * kt / sk_programs)
+    sk_segments = ops.where(sk_tiles > 0, 1.0 + ceil(sk_iters / kt), 0.0)
+    sm_time = (
+        full * (fixed + iters * it_f) + has_rest * (fixed + iters * it_l)
+        + sk_iters * it_f * hw.streamk_slowdown + sk_segments * fixed
+    )  # fmt: skip
+
+    # ---- memory system (shared fluid over the whole kernel) ----
+    total_steps = items * iters + sk_tiles * kt
+    l2_time = total_steps * c.panel * step_bytes / hw.l2_bandwidth
+    hbm_bw = hw.hbm_read_bandwidth * (mn(1.0, 0.9 * active_f / hw.hbm_saturation_sms) if hw.hbm_saturation_sms else 1.0)
+    store = (
+        items * ops.where(c.is_split, PARTIAL_BYTES, out_bytes) + sk_segments * sk_programs * PARTIAL_BYTES
+    ) * c.elems
+    hbm_time = total_steps / conc * hbm_step / hbm_bw + store / hw.hbm_write_bandwidth
+    mem_time = mx(l2_time, hbm_time)
+    kernel = mx(sm_time, mem_time)
+
+    # ---- second kernels: Stream-K fix-up, split-K reduction ----
+    ws_l2 = hw.l2_bandwidth
+    partials = ops.where(c.is_sk, (sk_tiles + sk_programs) * c.elems * PARTIAL_BYTES,
+                         tiles * c.split * c.elems * PARTIAL_BYTES)  # fmt: skip
+    second_out = ops.where(c.is_sk, sk_tiles, tiles) * c.elems * out_bytes
+    workspace = ops.where(c.is_sk, sk_programs * 2.0, tiles * c.split) * c.elems * PARTIAL_BYTES
+    ws_bw = ops.where(workspace <= hw.l2_effective_bytes, ws_l2, hw.hbm_read_bandwidth)
+    second = latency + partials / ws_bw + second_out / hw.hbm_write_bandwidth
+    has_second = (c.is_sk * sk_tiles + c.is_split) > 0
+    # the second launch is issued one launch time after the first: it waits for the first kernel or for
+    # the host, whichever is later
+    wait = ops.where(has_second, mx(hw.launch_kernel_s - kernel, 0.0), 0.0)
+    fixup = ops.where(has_second, second, 0.0) + wait
+    launch = c.launch_fixed + grid * hw.program_start_s / sm
+    total = launch + kernel + fixup
+    if not detail:
+        return total, {}
+    return total, {
+        "launch": launch,
+        "sm_time": sm_time,
+        "mem_time": mem_time,
+        "l2_time": l2_time,
+        "hbm_time": hbm_time,
+        "fixup": fixup,
+        "iter_compute": occ_f * c.compute_it,
+        "iter_smem": occ_f * c.smem_it,
+        "iter_issue": occ_f * (c.issue_a / a_vec + c.issue_b / b_vec),
+        "iter_latency": hide,
+        "iter_l2": requested / hw.l2_bandwidth,
+        "iter_hbm": hbm_step / hbm_bw,
+        "iter_total": it_f,
+        "fixed_per_item": fixed,
+        "#tiles": tiles,
+        "#items": items,
+        "#concurrent": conc,
+        "#waves": full + has_rest,
+        "#last_wave_busy": ops.where(has_rest, rest / conc, 1.0),
+        "#sm_busy": (full * active_f + has_rest * mn(rest, sm)) / mx((full + has_rest) * sm, 1.0),
+        "#l2_hit": 1.0 - miss,
+        "#resident_per_sm": occ_f,
+        "#iterations": iters,
+    }
+
+
+SCALAR_FIELDS = (
+    "bm", "bn", "bk", "gm", "split", "is_sk", "is_split", "pprog", "slots", "panel", "elems", "per_program",
+    "lat_div", "launch_fixed", "sm",
+)  # fmt: skip
+
+
+def per_program(c: Any, a_vec: float, b_vec: float, ops: Any = NumpyOps) -> Any:
+    """Seconds one program needs per K-iteration on its SM: the slower of matrix and shared memory, plus the
+    load issue of pointer-based loads (the same warps issue loads and matrix instructions)."""
+    return ops.maximum(c.compute_it, c.smem_it) + c.issue_a / a_vec + c.issue_b / b_vec
+
+
+def hardware_tuple(hw: Hardware) -> tuple[float, ...]:
+    """The Hardware fields cost_scalar reads, in its unpacking order."""
+    return (
+        float(hw.element_bytes), hw.l2_effective_bytes, hw.l2_latency_s, hw.hbm_latency_s, hw.iteration_overhead_s,
+        hw.tile_overhead_s, hw.l2_bandwidth, hw.hbm_read_bandwidth, hw.hbm_saturation_sms, hw.hbm_write_bandwidth,
+        hw.launch_kernel_s, hw.program_start_s, hw.streamk_slowdown,
+    )  # fmt: skip
+
+
+def cost_scalar(m: int, n: int, k: int, batch: int, out_bytes: int, c: tuple[float, ...],
+                h: tuple[float, ...]) -> float:  # fmt: skip
+    """``cost`` for one config (``c``: SCALAR_FIELDS values, per_program for the problem's alignment) on
+    Python floats, hand-inlined for speed.  Tests hold it equal to ``cost``; change both together.
+    """
+    bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm = c
+    e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, launch, prog_start, sk_slow = h
+    tm = -(-m // bm)
+    tn = -(-n // bn)
+    kt = -(-k // bk)
+    plane = tm * tn
+    tiles = batch * plane
+    iters = -(-kt // split)
+    sk_programs = tiles * kt
+    if pprog < sk_programs:
+        sk_programs = pprog
+    if is_sk:
+        sk_tiles = tiles % sk_programs
+        items = tiles - sk_tiles
+        grid = sk_programs
+    else:
+        sk_tiles = 0.0
+        items = tiles * split
+        grid = items if is_split else (tiles if tiles < pprog else pprog)
+    conc = grid if grid < slots else slots
+    if conc < 1.0:
+        conc = 1.0
+    full = (items / conc).__floor__()
+    rest = items - full * conc
+    w = conc if conc < plane else plane
+    gmm = gm if gm < tm else tm
+    per_group = gmm * tn
+    if w <= per_group:
+        rows = gmm if gmm < w else w
+        cols = -(-w // gmm)
+    else:
+        rows = gmm * -(-w // per_group)
+        if tm < rows:
+            rows = tm
+        cols = tn
+    a_rows = rows * bm
+    b_cols = cols * bn
+    step_bytes = bk * e
+    unique = ((a_rows if a_rows < m else m) + (b_cols if b_cols < n else n)) * step_bytes
+    if conc > plane:
+        unique *= -(-conc // plane)
+    requested = conc * panel * step_bytes
+    hbm_step = unique
+    latency = l2_lat + hbm_step / requested * (hbm_lat - l2_lat)
+    active_f = conc if conc < sm else sm
+    hide = latency / lat_div
+    it_f = -(-conc // active_f) * per_program
+    if hide > it_f:
+        it_f = hide
+    it_f += it_over
+    fixed = latency + tile_over
+    sm_time = full * (fixed + iters * it_f)
+    if rest > 0:
+        active_l = rest if rest < sm else sm
+        it_l = -(-rest // active_l) * per_program
+        if hide > it_l:
+            it_l = hide
+        sm_time += fixed + iters * (it_l + it_over)
+    total_steps = items * iters
+    store = items * (PARTIAL_BYTES if is_split else out_bytes) * elems
+    if sk_tiles > 0:
+        sk_iters = -(-(sk_tiles * kt) // sk_programs)
+        sk_segments = 1.0 + -(-sk_iters // kt)
+        sm_time += sk_iters * it_f * sk_slow + sk_segments * fixed
+        total_steps += sk_tiles * kt
+        store += sk_segments * sk_programs * PARTIAL_BYTES * elems
+    kernel = total_steps * panel * step_bytes / l2_bw
+    if sm_time > kernel:
+        kernel = sm_time
+    hbm_bw = hbm_read
+    if hbm_sat:
+        share = 0.9 * active_f / hbm_sat
+        if share < 1.0:
+            hbm_bw *= share
+    hbm_time = total_steps / conc * hbm_step / hbm_bw + store / hbm_write
+    if hbm_time > kernel:
+        kernel = hbm_time
+    total = launch_fixed + grid * prog_start / sm + kernel
+    if is_split or sk_tiles > 0:
+        if is_sk:
+            partials = (sk_tiles + sk_programs) * elems * PARTIAL_BYTES
+            second_out = sk_tiles * elems * out_bytes
+            workspace = sk_programs * 2.0 * elems * PARTIAL_BYTES
+        else:
+            partials = tiles * split * elems * PARTIAL_BYTES
+            second_out = tiles * elems * out_bytes
+            workspace = partials
+        if kernel < launch:
+            total += launch - kernel
+        total += latency + partials / (l2_bw if workspace <= l2_eff else hbm_read) + second_out / hbm_write
+    return total

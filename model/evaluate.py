@@ -1,0 +1,263 @@
+"""Offline evaluation of the model against a results JSON (every legal config timed per shape).
+
+Selection efficiency = time of the fastest measured config / time of the chosen config
+(1.0 = the model found the exhaustive best).  Also the Spearman rank correlation of
+predicted vs measured time over each shape's measured configs, the worst shapes, and the
+same efficiency for peers (a fixed config; nvMatmulHeuristics when it is installed).
+
+    python -m theodolite.model.evaluate reports/results/bench-h100-bf16.json --profile profiles/X.h5
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from theodolite.kernels.config import Problem
+from theodolite.model.fast import choose_fast
+from theodolite.model.predict import ConfigTable, _bottleneck, evaluate, table_for
+
+from theodolite.profile.schema import Profile
+from theodolite.results import Results, ShapeResult, load_results
+
+FIXED_CONFIG = "persistent/128x128x64/g8/w8/s3/k1"
+
+
+@dataclass
+class ShapeScore:
+    name: str
+    M: int
+    N: int
+    K: int
+    pick: str
+    best: str
+    best_ms: float
+    pick_ms: float | None
+    efficiency: float  # nan when the pick was not measured
+    spearman: float
+    torch_ms: float | None
+    bottleneck: str = ""
+    peers: dict[str, float] = field(default_factory=dict)  # peer -> efficiency
+
+
+@dataclass
+class Summary:
+    shapes: list[ShapeScore]
+    geomean: float
+    p5: float
+    minimum: float
+    spearman_median: float
+    unmeasured_picks: int
+    peers: dict[str, dict[str, float]]  # peer -> {geomean, p5, min}
+    vs_torch_geomean: float  # torch time / pick time (>1: faster than torch.matmul)
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    array = np.array([v for v in values if math.isfinite(v) and v > 0], dtype=float)
+    if array.size == 0:
+        return {"geomean": math.nan, "p5": math.nan, "min": math.nan, "count": 0}
+    return {
+        "geomean": float(np.exp(np.mean(np.log(array)))),
+        "p5": float(np.percentile(array, 5)),
+        "min": float(array.min()),
+        "count": int(array.size),
+    }
+
+
+def _problem(shape: ShapeResult) -> Problem:
+    return Problem(shape.M, shape.N, shape.K, dtype=shape.dtype, batch=shape.batch, layout=shape.layout)
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    if x.size < 3:
+        return math.nan
+    from scipy.stats import spearmanr
+
+    value = spearmanr(x, y).statistic
+    return float(value) if value is not None and math.isfinite(value) else math.nan
+
+
+def nvmmh_picker() -> Callable[[ShapeResult, dict[str, float]], str | None] | None:
+    """A peer picker from NVIDIA's nvMatmulHeuristics (None when not installed): its best-listed
+    config that exists in our measured space (matched on tile, stages, split)."""
+    try:
+        from theodolite.model import peers
+    except ImportError:
+        return None
+    return peers.nvmmh_pick if peers.available() else None
+
+
+def score_shape(
+    table: ConfigTable,
+    shape: ShapeResult,
+    peer_pickers: dict[str, Callable[[ShapeResult, dict[str, float]], str | None]] | None = None,
+    exact: bool = False,
+) -> ShapeScore | None:
+    measured = {key: ms for key, ms in shape.configs.items() if ms is not None and math.isfinite(ms) and ms > 0}
+    if not measured:
+        return None
+    problem = _problem(shape)
+    times, terms = evaluate(table, problem, detail=True)
+    if exact:  # the full argmin (fitting: no candidate grids to rebuild)
+        i = int(np.argmin(np.where(table.legal_mask(problem), times, math.inf)))
+    else:
+        i, _ = choose_fast(table, problem)  # exactly what select() picks
+    if table.keys[i] not in measured and shape.configs.get(table.keys[i], 0) is not None:
+        # the config space grew after the sweep: choose among the configs the sweep measured
+        inside = np.array([key in measured for key in table.keys])
+        i = int(np.argmin(np.where(table.legal_mask(problem) & inside, times, math.inf)))
+    pick = table.keys[i]
+    best_key = min(measured, key=lambda key: (measured[key], key))
+    best_ms = measured[best_key]
+    pick_ms = measured.get(pick)
+    efficiency = best_ms / pick_ms if pick_ms else math.nan
+    keys = [key for key in measured if key in table.index]
+    predicted = np.array([times[table.index[key]] for key in keys])
+    actual = np.array([measured[key] for key in keys])
+    peers: dict[str, float] = {}
+    for name, picker in (peer_pickers or {}).items():
+        choice = picker(shape, measured)
+        peers[name] = best_ms / measured[choice] if choice in measured else math.nan
+    return ShapeScore(
+        shape.name, shape.M, shape.N, shape.K, pick, best_key, best_ms, pick_ms, efficiency,
+        _spearman(predicted, actual), shape.torch_ms, _bottleneck(terms, i), peers,
+    )  # fmt: skip
+
+
+def summarize(
+    results: Results,
+    profile: Profile,
+    peer_pickers: dict[str, Callable[[ShapeResult, dict[str, float]], str | None]] | None = None,
+    exact: bool = False,
+) -> Summary:
+    pickers = dict(peer_pickers or {})
+    pickers.setdefault("fixed", lambda shape, measured: FIXED_CONFIG)
+    scores = []
+    for shape in results.shapes:
+        table = table_for(profile, shape.dtype)
+        score = score_shape(table, shape, pickers, exact)
+        if score is not None:
+            scores.append(score)
+    eff = [s.efficiency for s in scores]
+    stats = _stats(eff)
+    spear = [s.spearman for s in scores if math.isfinite(s.spearman)]
+    vs_torch = [s.torch_ms / s.pick_ms for s in scores if s.torch_ms and s.pick_ms]
+    peers = {name: _stats([s.peers.get(name, math.nan) for s in scores]) for name in pickers}
+    return Summary(
+        shapes=scores,
+        geomean=stats["geomean"],
+        p5=stats["p5"],
+        minimum=stats["min"],
+        spearman_median=float(np.median(spear)) if spear else math.nan,
+        unmeasured_picks=sum(1 for s in scores if not math.isfinite(s.efficiency)),
+        peers=peers,
+        vs_torch_geomean=_stats(vs_torch)["geomean"],
+    )
+
+
+FIT_FACTORS = (0.25, 0.5, 0.8, 1.25, 2.0, 4.0)
+
+
+def start_scale(name: str) -> float:
+    """A typical magnitude for a parameter whose current value is 0 (seconds or cycles)."""
+    return 1e-6 if name.endswith("launch_extra") else 8.0
+
+
+def fit(
+    results: Results, profile: Profile, names: Sequence[str], rounds: int = 3, factors: Sequence[float] = FIT_FACTORS
+) -> dict[str, float]:
+    """Coordinate search of named model parameters for selection efficiency (geomean and p5).
+
+    Returns the best values found; the process-wide overrides are left at them.
+    """
+    from theodolite.model.hardware import current_parameters, set_parameters
+
+    values = {name: current_parameters(profile)[name] for name in names}
+
+    def loss(candidate: dict[str, float]) -> float:
+        set_parameters(**candidate)
+        summary = summarize(results, profile, {"fixed": lambda shape, measured: FIXED_CONFIG}, exact=True)
+        if not math.isfinite(summary.geomean):
+            return math.inf
+        # a pick that was never measured scores as a 0.5 efficiency (else the fit learns to pick those)
+        unmeasured = summary.unmeasured_picks / max(len(summary.shapes), 1)
+        return -(math.log(summary.geomean) * (1 - unmeasured) + unmeasured * math.log(0.5)
+                 + 0.5 * math.log(max(summary.p5, 1e-6)))  # fmt: skip
+
+    best = loss(values)
+    for _ in range(rounds):
+        improved = False
+        for name in names:
+            for factor in factors:
+                trial = dict(values)
+                trial[name] = values[name] * factor if values[name] else start_scale(name) * factor
+                value = loss(trial)
+                if value < best - 1e-6:
+                    best, values, improved = value, trial, True
+        if not improved:
+            break
+    set_parameters(**values)
+    return values
+
+
+def format_summary(summary: Summary, worst: int = 15) -> str:
+    lines = [
+        f"shapes: {len(summary.shapes)}  (picks not measured: {summary.unmeasured_picks})",
+        f"model: selection efficiency geomean {summary.geomean:.4f}  p5 {summary.p5:.4f}  min {summary.minimum:.4f}"
+        f"  Spearman median {summary.spearman_median:.3f}  vs torch.matmul geomean {summary.vs_torch_geomean:.3f}",
+    ]
+    for name, stats in summary.peers.items():
+        lines.append(
+            f"peer {name}: geomean {stats['geomean']:.4f}  p5 {stats['p5']:.4f}  min {stats['min']:.4f}"
+            f"  (n={stats['count']})"
+        )
+    lines.append("")
+    lines.append(f"worst {worst} shapes:")
+    ordered = sorted(summary.shapes, key=lambda s: s.efficiency if math.isfinite(s.efficiency) else -1.0)
+    for s in ordered[:worst]:
+        pick_ms = f"{s.pick_ms:.4f}" if s.pick_ms else "n/a"
+        lines.append(
+            f"  {s.name:<24} {s.M:>6}x{s.N:>6}x{s.K:>6} eff {s.efficiency:.3f} rho {s.spearman:+.2f} "
+            f"pick {s.pick} ({pick_ms} ms, {s.bottleneck}) best {s.best} ({s.best_ms:.4f} ms)"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m theodolite.model.evaluate", description=__doc__.split("\n")[0])
+    parser.add_argument("results", help="results JSON (bench or validate)")
+    parser.add_argument("--profile", default=None, help="profile file (default: resolution order)")
+    parser.add_argument("--worst", type=int, default=15)
+    parser.add_argument("--no-peers", action="store_true", help="skip nvMatmulHeuristics")
+    parser.add_argument("--fit", nargs="*", default=None, metavar="PARAM", help="fit these model parameters first")
+    parser.add_argument("--set", nargs="*", default=[], metavar="PARAM=VALUE", help="set model parameters")
+    args = parser.parse_args(argv)
+    from theodolite.api import resolve
+
+    profile = resolve(args.profile)
+    results = load_results(args.results)
+    if args.set:
+        from theodolite.model.hardware import set_parameters
+
+        set_parameters(**{item.split("=")[0]: float(item.split("=")[1]) for item in args.set})
+    if args.fit is not None:
+        names = args.fit or ["model_latency_hiding", "model_iteration_overhead", "model_tile_overhead"]
+        values = fit(results, profile, names)
+        print("fitted: " + ", ".join(f"{name}={value:.4g}" for name, value in values.items()))
+    pickers = {}
+    if not args.no_peers:
+        picker = nvmmh_picker()
+        if picker is not None:
+            pickers["nvmmh"] = picker
+    summary = summarize(results, profile, pickers)
+    print(f"{args.results} on profile {profile.origin} ({profile.device_name}, {profile.provenance.source})")
+    print(format_summary(summary, args.worst))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""Microsecond selection: the exact model on a few candidates instead of the whole space.
+
+Per (profile, dtype, alignment class) the full model is evaluated once, vectorised, on a grid
+of shapes (M, N, K at two points per octave, 1 .. 65536).  Each grid cell keeps as candidates
+the configs that are best at any of its 8 corners.  A new shape then costs one cell lookup and
+the exact model (``core.cost_scalar``) on those candidates, most frequent winner first, the
+rest skipped when a lower bound of their cost already exceeds the best found.  Shapes outside
+the grid, batched problems, and cells whose candidates are all illegal use the full vectorised
+path.  So the pick is the model's exact argmin over the candidates; tests check it against the
+full argmin on random shapes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, Problem
+from theodolite.model import core
+from theodolite.model.compute import VECTOR_BYTES
+from theodolite.model.predict import ConfigTable, alignment, choose_index, copy_time
+
+GRID_LOG2_MAX = 16  # grid points 2^0 .. 2^16 per dimension
+STEPS_PER_OCTAVE = 2  # grid points per factor of two (cell_index below assumes 2)
+BOUND_MARGIN = 1.0 - 1e-9  # never prune a config whose bound ties the best (rounding)
+BUILD_AFTER = 1  # build a class's grid on first use: the pick never depends on what was selected before
+
+_TOP = GRID_LOG2_MAX * STEPS_PER_OCTAVE
+_LOCK = threading.Lock()
+
+
+class AlignmentClass:
+    """One (table, load widths, output size, TMA legality) class: scalar config tuples, bounds, candidate grid."""
+
+    def __init__(self, table: ConfigTable, a_vec: float, b_vec: float, out_bytes: int, tma_ok: bool) -> None:
+        self.table = table
+        self.a_vec, self.b_vec, self.out_bytes, self.tma_ok = a_vec, b_vec, out_bytes, tma_ok
+        self.uses = 0
+        per_program = core.per_program(table, a_vec, b_vec)
+        self.per_program = per_program
+        columns = {name: per_program if name == "per_program" else getattr(table, name) for name in core.SCALAR_FIELDS}
+        if a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES:  # synchronous loads: no latency hidden (as core.cost)
+            columns["lat_div"] = np.ones_like(table.lat_div)
+        self.scalar = [
+            tuple(_number(columns[name] if name == "sm" else columns[name][i]) for name in core.SCALAR_FIELDS)
+            for i in range(len(table.configs))
+        ]
+        self.hw = (table.hw.element_bytes, *table.hw_tuple[1:])
+        # twin[i]: the first config whose cost equals config i's for every shape (and legality class)
+        signature: dict[tuple[object, ...], int] = {}
+        self.twin = [
+            signature.setdefault(
+                (*self.scalar[i], bool(table.is_tma[i]), table.configs[i].split_k, table.configs[i].block_k), i
+            )  # fmt: skip
+            for i in range(len(table.configs))
+        ]
+        # lower bound of core.cost per K-step: L2 requests, and the per-SM floor (Stream-K with more
+        # programs than fit can beat the per-SM floor in its remainder phase: L2 only there)
+        hw = table.hw
+        l2_coef = table.panel * table.bk * hw.element_bytes / hw.l2_bandwidth
+        loose = table.is_streamk & (table.launched > table.fit)
+        floor = np.where(loose, 0.0, per_program / table.sm)
+        coef = np.maximum(l2_coef, floor)
+        # per wave, every work item needs at least iterations x (per_program + loop overhead) on its SM
+        # (data-parallel variants; Stream-K's remainder is not counted)
+        it_min = np.where(table.is_streamk, 0.0, per_program + hw.iteration_overhead_s)
+        self.bound = [
+            (int(table.bm[i]), int(table.bn[i]), int(table.bk[i]), int(table.split[i]), float(coef[i]),
+             int(table.slots[i]), int(table.pprog[i]), bool(table.is_splitk[i]), float(it_min[i]),
+             float(table.launch_fixed[i]))
+            for i in range(len(table.configs))
+        ]  # fmt: skip
+        self.grid: list[tuple[int, ...]] | None = None
+
+    def build(self) -> list[tuple[int, ...]]:
+        """Candidates per grid cell: the (deduplicated) best configs at its 8 corners."""
+        if self.grid is not None:
+            return self.grid
+        table = self.table
+        points = 2.0 ** (np.arange(_TOP + 1) / STEPS_PER_OCTAVE)
+        g = points.size
+        m = np.repeat(points, g * g)[:, None]
+        n = np.tile(np.repeat(points, g), g)[:, None]
+        k = np.tile(points, g * g)[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            times, _ = core.cost(m, n, k, 1, self.a_vec, self.b_vec, self.out_bytes, table, table.hw, core.NumpyOps)
+        legal = table.fit_ok[None, :] & (~table.is_tma[None, :] | self.tma_ok)
+        legal = legal & ((table.split[None, :] <= 1) | (table.split[None, :] * table.bk[None, :] <= k))
+        if table._splitk_limit is not None:  # legality's split-K tile limit
+            tiles = np.ceil(m / table.bm[None, :]) * np.ceil(n / table.bn[None, :])
+            legal = legal & (~table.is_splitk[None, :] | (tiles <= table._splitk_limit))
+        times = np.where(legal, times, np.inf).reshape(g, g, g, -1)
+        best = times.min(axis=-1, keepdims=True)
+        near = times <= best
+        cells = near[:-1, :-1, :-1] | near[1:, :-1, :-1] | near[:-1, 1:, :-1] | near[:-1, :-1, 1:]
+        cells = cells | near[1:, 1:, :-1] | near[1:, :-1, 1:] | near[:-1, 1:, 1:] | near[1:, 1:, 1:]
+        flat = cells.reshape(-1, cells.shape[-1])
+        wins = near.reshape(-1, near.shape[-1]).sum(axis=0)  # how often each config is a corner's best
+        grid = []
+        for row in flat:
+            kept = {self.twin[int(i)] for i in np.flatnonzero(row)}
+            grid.append(tuple(sorted(kept, key=lambda i: (-wins[i], i))))
+        self.grid = grid
+        return grid
+
+    def best_of(
+        self, cands: tuple[int, ...], legal: Sequence[bool], m: int, n: int, k: int
+    ) -> tuple[int, float] | None:
+        """The exact model on the legal candidates: (index, seconds without copies), first index on ties."""
+        hw, scalar, bound, out_bytes = self.hw, self.scalar, self.bound, self.out_bytes
+        cost = core.cost_scalar
+        best_i, best_t = -1, math.inf
+        for i in cands:
+            if not legal[i]:
+                continue
+            if best_i >= 0:
+                bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch = bound[i]
+                tiles = -(-m // bm) * -(-n // bn)
+                k_steps = -(-k // bk)
+                iters = -(-k_steps // split)
+                items = tiles * split
+                lower = items * iters * coef
+                if it_min:
+                    conc = items if is_split else (tiles if tiles < pprog else pprog)
+                    if conc > slots:
+                        conc = slots
+                    waves_time = -(-items // conc) * iters * it_min
+                    if waves_time > lower:
+                        lower = waves_time
+                if (launch + lower) * BOUND_MARGIN > best_t:
+                    continue
+            t = cost(m, n, k, 1, out_bytes, scalar[i], hw)
+            if t < best_t or (t == best_t and i < best_i):
+                best_i, best_t = i, t
+        return (best_i, best_t) if best_i >= 0 else None
+
+
+def _number(value: object) -> float | int:
+    """Integral fields as Python ints (faster floor division), the rest as floats."""
+    number = float(value)  # type: ignore[arg-type]
+    return int(number) if number.is_integer() and abs(number) < 2**53 else number
+
+
+_CLASSES: dict[tuple[int, float, float, int, bool], AlignmentClass] = {}
+
+
+def alignment_class(table: ConfigTable, a_vec: float, b_vec: float, out_bytes: int, tma_ok: bool) -> AlignmentClass:
+    key = (id(table), a_vec, b_vec, out_bytes, tma_ok)
+    found = _CLASSES.get(key)
+    if found is None or found.table is not table:
+        found = AlignmentClass(table, a_vec, b_vec, out_bytes, tma_ok)
+        with _LOCK:
+            _CLASSES[key] = found
+    return found
+
+
+def _step(x: int) -> int:
+    """floor(2 log2 x), with integer bit tricks."""
+    b = x.bit_length() - 1
+    return 2 * b + (x * x >= 2 * (1 << b) * (1 << b))
+
+
+# floor(2 log2 x) for every size below the grid's top, as one list lookup
+_STEPS = [0] + [_step(x) for x in range(1, 1 << GRID_LOG2_MAX)]
+
+
+def cell_index(m: int, n: int, k: int) -> int | None:
+    """Flat index of the grid cell holding (m, n, k); None outside the grid."""
+    if m < 1 or n < 1 or k < 1:
+        return None
+    try:
+        return (_STEPS[m] * _TOP + _STEPS[n]) * _TOP + _STEPS[k]
+    except IndexError:
+        return None
+
+
+def choose_fast(table: ConfigTable, problem: Problem) -> tuple[int, float]:
+    """(index, predicted seconds) of the model's pick: grid candidates when built, else the full space."""
+    a_vec, b_vec, copies = alignment(problem)
+    mask = table.legal_mask(problem)
+    m, n, k = problem.m, problem.n, problem.k
+    cell = cell_index(m, n, k) if problem.batch == 1 else None
+    if cell is not None:
+        tma_ok = (problem.a_aligned or copies[0]) and (problem.b_aligned or copies[1])
+        klass = alignment_class(table, a_vec, b_vec, problem.output_bytes, tma_ok)
+        klass.uses += 1
+        if klass.grid is not None or klass.uses >= BUILD_AFTER:
+            found = klass.best_of(klass.build()[cell], mask, m, n, k)
+            if found is not None:
+                return found[0], found[1] + copy_time(problem, copies, table.hw)
+    i, times = choose_index(table, problem)
+    return i, float(times[i])
+
+
+def choose_ints(
+    table: ConfigTable, m: int, n: int, k: int, layout: str, batch: int, out_bytes: int
+) -> tuple[int, float] | None:
+    """``choose_fast`` from plain ints (contiguous operands, no Problem object); None: use choose_fast.
+
+    Mirrors ``Problem.a_aligned``/``b_aligned`` and ``needs_aligned_copy``; tests hold it equal to
+    ``choose_fast``.
+    """
+    if batch != 1 or m < 1 or n < 1 or k < 1:
+        return None
+    e = table.hw.element_bytes
+    a_al = ((k if layout[0] == "n" else m) * e) % ALIGN_BYTES == 0
+    b_al = ((n if layout[1] == "n" else k) * e) % ALIGN_BYTES == 0
+    copy_a = not a_al and n >= ALIGN_COPY_MIN_REUSE
+    copy_b = not b_al and m >= ALIGN_COPY_MIN_REUSE
+    mask = table._legal_tuple.get(
+        (
+            layout, a_al, b_al, (copy_a, copy_b), bisect.bisect_right(table._k_thresholds, k), False,
+            table.splitk_crowded(m, n, 1),
+        )
+    )  # fmt: skip
+    if mask is None:
+        return None
+    a_ok = a_al or copy_a
+    b_ok = b_al or copy_b
+    scalar = table.hw.scalar_vec
+    klass = _CLASSES.get(
+        (id(table), VECTOR_BYTES if a_ok else scalar, VECTOR_BYTES if b_ok else scalar, out_bytes, a_ok and b_ok)
+    )
+    if klass is None or klass.grid is None or klass.table is not table:
+        return None
+    try:
+        cands = klass.grid[(_STEPS[m] * _TOP + _STEPS[n]) * _TOP + _STEPS[k]]
+    except IndexError:
+        return None
+    found = klass.best_of(cands, mask, m, n, k)
+    if found is None:
+        return None
+    i, t = found
+    if copy_a or copy_b:
+        hw = table.hw
+        if copy_a:
+            t += hw.launch_s + 2.0 * m * k * e / hw.hbm_copy_bandwidth
+        if copy_b:
+            t += hw.launch_s + 2.0 * k * n * e / hw.hbm_copy_bandwidth
+    return i, t

@@ -1,0 +1,205 @@
+"""A small typed view of the profile values the model uses, read once per (profile, dtype).
+
+Every hardware number the model uses comes from here, and every one of them comes from the
+profile.  Optional metrics that a profile lacks switch their term off (a missing latency is
+no latency term) rather than being replaced by a guess about some GPU.
+
+Model parameters (``MODEL_PARAMETERS``) are not hardware figures but named constants of the
+model's structure; each may be overridden by a profile metric of the same name once the
+schema lists it (the lead adds them to METRICS), so a probe can calibrate them.  The defaults
+of the fitted ones (iteration/tile overhead, latency hiding, synchronous matrix rate, launch
+extras) come from ``python -m theodolite.model.evaluate --fit`` on the H100 bf16 sweep
+(reports/results/bench-h100-bf16.json); refit them per GPU and store them in its profile.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from theodolite.kernels.config import DTYPE_BYTES, DTYPE_THROUGHPUT_METRIC, KernelLimits
+
+from theodolite.errors import ProfileError
+from theodolite.profile.schema import Profile
+
+# name -> (default, meaning).  Structural constants of the model, GPU-independent by intent.
+MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
+    "model_iteration_overhead": (
+        500.0,
+        "cycles of loop bookkeeping (barrier, pointer/descriptor update) per K-iteration of one program",
+    ),
+    "model_issue_rate": (4.0, "warp instructions an SM issues per cycle (schedulers per SM)"),
+    "model_load_instructions": (
+        3.0,
+        "warp instructions per vector load of a pointer-based (non-TMA) kernel: address, load, store to smem",
+    ),
+    "model_latency_hiding": (
+        0.5,
+        "fraction of the (stages - 1) prefetched K-steps whose memory latency really overlaps the current one",
+    ),
+    "model_mma_instruction_overhead": (
+        1.25,
+        "cycles each matrix instruction costs beyond its FLOPs (issue, operand descriptors, synchronisation)",
+    ),
+    "model_mma_max_n": (256.0, "widest N of one asynchronous matrix instruction"),
+    "model_mma_min_m": (64.0, "tile rows below which the compiler uses the synchronous (per-warp) matrix path"),
+    "model_mma_small_rate": (0.25, "matrix rate of the synchronous path relative to the profile's matrix rate"),
+    "model_launch_extra": (
+        6.25e-7,
+        "seconds a kernel launch of our launcher costs beyond the profile's launch_overhead",
+    ),
+    "model_tma_launch_extra": (1.28e-6, "extra seconds of a TMA launch (device descriptors: allocator, scratch)"),
+    "model_scalar_load_cost": (
+        1.0,
+        "issue cost of a scalar (misaligned-row) load relative to a vector load instruction",
+    ),
+    "model_streamk_slowdown": (
+        2.0,
+        "time per K-iteration of Stream-K's shared-tile phase relative to its data-parallel phase",
+    ),
+    "model_tile_overhead": (
+        15.0,
+        "cycles per output tile outside the K loop beyond memory latency (index math, accumulator init, "
+        "register-to-memory conversion of the epilogue)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The profile's numbers for one dtype, in the units the model computes with."""
+
+    sm_count: int
+    warp_size: int
+    clock_hz: float  # sustained clock under matrix load: every cycle count converts with this
+    mma_flops_per_sm: float  # FLOP/s per SM for the dtype (dense matrix rate / SMs)
+    element_bytes: int
+    smem_per_sm: int
+    smem_per_block: int
+    regs_per_sm: int
+    regs_per_thread_max: int
+    max_threads_per_sm: int
+    smem_bandwidth: float  # B/s per SM (inf: unknown, no term)
+    l2_bandwidth: float  # B/s aggregate
+    l2_effective_bytes: float
+    l2_latency_s: float  # 0: unknown
+    hbm_read_bandwidth: float
+    hbm_write_bandwidth: float
+    hbm_copy_bandwidth: float  # bytes read plus written per second
+    hbm_saturation_sms: float  # 0: unknown (saturates at any SM count)
+    hbm_latency_s: float  # 0: unknown
+    launch_s: float
+    program_start_s: float
+    iteration_overhead_s: float
+    issue_rate: float  # warp instructions per second per SM
+    load_instructions: float
+    tile_overhead_s: float
+    latency_hiding: float
+    launch_kernel_s: float  # one launch of our launcher: profile launch_overhead + model_launch_extra
+    tma_launch_extra_s: float
+    scalar_vec: float  # effective bytes per load instruction of a misaligned operand
+    mma_min_m: float
+    mma_small_rate: float
+    streamk_slowdown: float
+    mma_instruction_s: float
+    mma_max_n: float
+    limits: KernelLimits
+
+    @property
+    def per_sm_copy(self) -> float:
+        return self.hbm_copy_bandwidth
+
+
+_OVERRIDES: dict[str, float] = {}
+
+
+def _parameter(profile: Profile, name: str) -> float:
+    """A model parameter: an override (fitting), else the profile's value, else the default."""
+    if name in _OVERRIDES:
+        return _OVERRIDES[name]
+    value = profile.get(name)
+    return float(MODEL_PARAMETERS[name][0] if value is None else value)
+
+
+def current_parameters(profile: Profile) -> dict[str, float]:
+    """Every model parameter as the model would use it with this profile now."""
+    return {name: _parameter(profile, name) for name in MODEL_PARAMETERS}
+
+
+def reset_parameters() -> None:
+    """Drop every override."""
+    _OVERRIDES.clear()
+    from theodolite.model.predict import clear_tables
+
+    clear_tables()
+
+
+def set_parameters(**values: float) -> None:
+    """Override model parameters process-wide (fitting, experiments; adds to earlier overrides); clears caches."""
+    unknown = set(values) - set(MODEL_PARAMETERS)
+    if unknown:
+        raise KeyError(f"unknown model parameter(s): {', '.join(sorted(unknown))}")
+    _OVERRIDES.update({name: float(value) for name, value in values.items()})
+    from theodolite.model.predict import clear_tables
+
+    clear_tables()
+
+
+def mma_throughput(profile: Profile, dtype: str) -> float:
+    """Device-wide dense matrix rate for a dtype; bf16 falls back to fp16 (same units on every known part)."""
+    metric = DTYPE_THROUGHPUT_METRIC[dtype]
+    value = profile.get(metric)
+    if value is None and dtype == "bf16":
+        value = profile.get("mma_throughput_fp16")
+    if value is None:
+        raise ProfileError(f"{profile.origin}: profile has no {metric!r}, needed to model {dtype} GEMMs")
+    return float(value)
+
+
+def hardware(profile: Profile, dtype: str) -> Hardware:
+    """Read the profile once for a dtype (cached by the caller per fingerprint)."""
+    get = profile.get
+    sms = int(profile.value("sm_count"))
+    clock = float(profile.value("clock_sustained_matrix_hz"))
+    hbm_read = float(profile.value("hbm_read_bandwidth"))
+    smem_bw = get("smem_bandwidth_per_sm")
+    near, far = get("l2_latency_near"), get("l2_latency_far")
+    l2_latency = [x for x in (near, far) if x]
+    limits = KernelLimits.from_profile(profile)
+    return Hardware(
+        sm_count=sms,
+        warp_size=int(get("warp_size", 32) or 32),
+        clock_hz=clock,
+        mma_flops_per_sm=mma_throughput(profile, dtype) / sms,
+        element_bytes=DTYPE_BYTES[dtype],
+        smem_per_sm=int(get("smem_bytes_per_sm") or profile.value("smem_bytes_per_block")),
+        smem_per_block=int(profile.value("smem_bytes_per_block")),
+        regs_per_sm=int(profile.value("regs_per_sm")),
+        regs_per_thread_max=limits.regs_per_thread_max,
+        max_threads_per_sm=limits.max_threads_per_sm,
+        smem_bandwidth=float(smem_bw) * clock if smem_bw else math.inf,
+        l2_bandwidth=float(profile.value("l2_bandwidth")),
+        l2_effective_bytes=float(profile.value("l2_effective_bytes")),
+        l2_latency_s=(sum(l2_latency) / len(l2_latency)) / clock if l2_latency else 0.0,
+        hbm_read_bandwidth=hbm_read,
+        hbm_write_bandwidth=float(get("hbm_write_bandwidth") or hbm_read),
+        hbm_copy_bandwidth=float(get("hbm_copy_bandwidth") or hbm_read),
+        hbm_saturation_sms=float(get("hbm_saturation_sms") or 0.0),
+        hbm_latency_s=float(get("hbm_latency") or 0.0) / clock,
+        launch_s=float(profile.value("launch_overhead")),
+        program_start_s=float(get("program_start_cost") or 0.0),
+        iteration_overhead_s=_parameter(profile, "model_iteration_overhead") / clock,
+        issue_rate=_parameter(profile, "model_issue_rate") * clock,
+        load_instructions=_parameter(profile, "model_load_instructions"),
+        tile_overhead_s=_parameter(profile, "model_tile_overhead") / clock,
+        latency_hiding=_parameter(profile, "model_latency_hiding"),
+        launch_kernel_s=float(profile.value("launch_overhead")) + _parameter(profile, "model_launch_extra"),
+        tma_launch_extra_s=_parameter(profile, "model_tma_launch_extra"),
+        scalar_vec=DTYPE_BYTES[dtype] / _parameter(profile, "model_scalar_load_cost"),
+        mma_min_m=_parameter(profile, "model_mma_min_m"),
+        mma_small_rate=_parameter(profile, "model_mma_small_rate"),
+        streamk_slowdown=_parameter(profile, "model_streamk_slowdown"),
+        mma_instruction_s=_parameter(profile, "model_mma_instruction_overhead") / clock,
+        mma_max_n=_parameter(profile, "model_mma_max_n"),
+        limits=limits,
+    )

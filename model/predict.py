@@ -1,0 +1,343 @@
+"""Predict the time of every legal config for a problem, rank them, choose the fastest.
+
+Per config (vectorised over the whole config space with numpy, so a new shape costs a few
+microseconds):
+
+    iteration = max(compute, shared memory, L2, HBM, load issue, latency / (stages - 1)) + overhead
+    tile      = latency + tile overhead + iterations x iteration + store of the tile
+    kernel    = full waves x tile(full wave) + tile(last, partial wave)
+    total     = launches + aligned copies + kernel + Stream-K / split-K fix-up
+
+where a wave is the set of work items running at once (programs that fit on the SMs), and
+every per-wave term is evaluated for the full waves and again for the smaller last wave.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from theodolite.kernels.config import (
+    DTYPE_BYTES,
+    OUT_DTYPES,
+    VARIANTS,
+    ConfigError,
+    GemmConfig,
+    Problem,
+    config_space,
+    legality,
+    needs_aligned_copy,
+)
+from theodolite.model import compute, core, memory, occupancy
+from theodolite.model.hardware import Hardware, hardware
+
+from theodolite.errors import TheodoliteError
+from theodolite.profile.schema import Profile
+
+BOTTLENECKS = ("issue", "smem", "cache", "occupancy", "compute")
+# A config whose SMs are on average less busy than this over its waves is "occupancy"-bound.
+OCCUPANCY_BOUND_BELOW = 0.75
+
+_TERM_NAMES = (
+    "launch", "copy", "sm_time", "mem_time", "l2_time", "hbm_time", "fixup", "iter_compute", "iter_smem",
+    "iter_l2", "iter_hbm", "iter_issue", "iter_latency", "iter_total", "fixed_per_item", "#tiles", "#items",
+    "#concurrent", "#waves", "#last_wave_busy", "#sm_busy", "#l2_hit", "#resident_per_sm", "#iterations",
+)  # fmt: skip
+_TERMS = ("compute", "smem", "l2", "hbm", "issue", "latency")
+_TERM_CLASS = {
+    "compute": "compute",
+    "smem": "smem",
+    "l2": "cache",
+    "hbm": "cache",
+    "issue": "issue",
+    "latency": "issue",
+}
+
+
+class NoLegalConfigError(TheodoliteError):
+    """No config of the space can run the problem on this hardware."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The model's estimate for one (problem, config)."""
+
+    config: GemmConfig
+    time_s: float
+    tflops: float
+    bottleneck: str
+    breakdown: dict[str, float] = field(default_factory=dict)  # seconds
+    details: dict[str, float] = field(default_factory=dict)  # counts and fractions (waves, busy, hit rate)
+
+    @property
+    def key(self) -> str:
+        return self.config.key
+
+
+class ConfigTable:
+    """Per (profile, dtype, variants): the config space as arrays, with shape-independent costs precomputed."""
+
+    def __init__(self, profile: Profile, dtype: str, variants_: tuple[str, ...] | None = None) -> None:
+        self.profile = profile
+        self.dtype = dtype
+        self.hw: Hardware = hardware(profile, dtype)
+        hw = self.hw
+        limits = hw.limits
+        configs = config_space(dtype, variants_)
+        self.configs: tuple[GemmConfig, ...] = configs
+        self.keys = tuple(c.key for c in configs)
+        self.index = {key: i for i, key in enumerate(self.keys)}
+        builds = [profile.kernel_build(c.variant, c.key, dtype) for c in configs]
+        self.builds = builds
+
+        def arr(values: Sequence[float]) -> np.ndarray:
+            return np.array(values, dtype=np.float64)
+
+        self.bm = arr([c.block_m for c in configs])
+        self.bn = arr([c.block_n for c in configs])
+        self.bk = arr([c.block_k for c in configs])
+        self.gm = arr([c.group_m for c in configs])
+        self.stages = arr([(b.num_stages if b is not None and b.num_stages > 0 else c.num_stages) for c, b in
+                           zip(configs, builds, strict=False)])  # fmt: skip
+        self.split = arr([c.split_k for c in configs])
+        self.is_tma = np.array([c.variant == "tma" for c in configs])
+        self.is_streamk = np.array([c.variant == "streamk" for c in configs])
+        self.is_splitk = np.array([c.variant == "splitk" for c in configs])
+        self.launched = arr([occupancy.launched_per_sm(c, dtype, limits) for c in configs])
+        self.fit = arr([occupancy.resident_per_sm(c, dtype, limits, b) for c, b in zip(configs, builds, strict=False)])
+        self.fit_ok = self.fit >= 1
+        self.fit = np.maximum(self.fit, 1.0)
+        # --- what core.cost reads (arrays here; one scalar namespace per config for the fast path) ---
+        self.is_sk = self.is_streamk.astype(np.float64)
+        self.is_split = self.is_splitk.astype(np.float64)
+        self.elems = self.bm * self.bn
+        self.panel = self.bm + self.bn
+        self.warps = arr([c.num_warps for c in configs])
+        self.compute_it = compute.compute_time(self.bm, self.bn, self.bk, hw, self.warps)
+        self.smem_it = compute.smem_time(self.bm, self.bn, self.bk, hw)
+        self.issue_a, self.issue_b = compute.issue_coefficients(self.bm, self.bn, self.bk, self.is_tma, hw)
+        # TMA copies are fully asynchronous: every prefetched stage hides latency; pointer-based
+        # (cp.async) pipelines hide only model_latency_hiding of it
+        hiding = np.where(self.is_tma, 1.0, hw.latency_hiding)
+        self.lat_div = np.maximum((self.stages - 1.0) * hiding, 1.0)
+        self.sm = float(hw.sm_count)
+        self.launch_fixed = hw.launch_kernel_s + np.where(self.is_tma, hw.tma_launch_extra_s, 0.0)
+        self.pprog = self.sm * self.launched  # grid of persistent variants (Stream-K: before the K cap)
+        self.slots = self.sm * self.fit
+        self.hw_tuple = core.hardware_tuple(hw)
+        # output element bytes per out_dtype (None: the Problem default for this input dtype)
+        default_out = dtype if dtype in ("fp16", "bf16") else "fp32"
+        self.out_bytes = {None: DTYPE_BYTES[default_out], **{name: DTYPE_BYTES[name] for name in OUT_DTYPES}}
+        # legality refuses split-K when the output already has many tiles (kernels' SPLITK_MAX_WAVES)
+        from theodolite.kernels import config as kernel_config
+
+        waves = getattr(kernel_config, "SPLITK_MAX_WAVES", None)
+        self._splitk_limit = None if waves is None else waves * limits.sm_count
+        self._splitk_tiles = sorted({(c.block_m, c.block_n) for c in configs if c.variant == "splitk"})
+        self._splitk_none = tuple(False for _ in self._splitk_tiles)
+        self._splitk_all = tuple(True for _ in self._splitk_tiles)
+        bms = [bm for bm, _ in self._splitk_tiles] or [1]
+        bns = [bn for _, bn in self._splitk_tiles] or [1]
+        self._splitk_extremes = ((min(bms), min(bns)), (max(bms), max(bns)))
+        self._k_thresholds = sorted({int(s * k) for s, k in zip(self.split, self.bk, strict=False) if s > 1})
+        self._legal: dict[tuple[object, ...], np.ndarray] = {}
+        self._legal_tuple: dict[tuple[object, ...], tuple[bool, ...]] = {}
+        self._lock = threading.Lock()
+        self.selections = 0  # fast-path use count (model.fast builds its grid after a few)
+
+    # -- legality (exactly legality(), cached per class of problems that it cannot tell apart) --
+    def splitk_crowded(self, m: int, n: int, batch: int) -> tuple[bool, ...]:
+        """Per split-K tile shape: too many output tiles for split-K (legality's SPLITK_MAX_WAVES rule)."""
+        limit = self._splitk_limit
+        if limit is None:
+            return ()
+        small, large = self._splitk_extremes  # most and fewest tiles of the split-K shapes
+        if batch * -(-m // small[0]) * -(-n // small[1]) <= limit:
+            return self._splitk_none
+        if batch * -(-m // large[0]) * -(-n // large[1]) > limit:
+            return self._splitk_all
+        return tuple(batch * -(-m // bm) * -(-n // bn) > limit for bm, bn in self._splitk_tiles)
+
+    def legal_mask(self, problem: Problem) -> np.ndarray:
+        copies = needs_aligned_copy(problem)
+        key = (
+            problem.layout,
+            problem.a_aligned,
+            problem.b_aligned,
+            copies,
+            bisect.bisect_right(self._k_thresholds, max(problem.k, 1)),
+            problem.k == 0,
+            self.splitk_crowded(problem.m, problem.n, problem.batch),
+        )
+        mask = self._legal.get(key)
+        if mask is None:
+            limits = self.hw.limits
+            mask = (
+                np.array(
+                    [legality(c, problem, limits, b) is None for c, b in zip(self.configs, self.builds, strict=True)]
+                )
+                & self.fit_ok
+            )
+            mask.setflags(write=False)
+            with self._lock:
+                self._legal[key] = mask
+                self._legal_tuple[key] = tuple(bool(x) for x in mask)
+        return mask
+
+
+_TABLES: dict[tuple[str, str, tuple[str, ...] | None], ConfigTable] = {}
+_TABLES_LOCK = threading.Lock()
+
+
+def clear_tables() -> None:
+    """Forget every cached table (after a model-parameter change)."""
+    from theodolite.model import fast
+
+    with _TABLES_LOCK:
+        _TABLES.clear()
+    fast._CLASSES.clear()
+    try:
+        from theodolite import api
+    except ImportError:  # pragma: no cover
+        return
+    api.clear_caches()
+
+
+def fingerprint(profile: Profile) -> str:
+    """The profile's fingerprint, hashed once per Profile object."""
+    value = profile.__dict__.get("_theodolite_fingerprint")
+    if value is None:
+        value = profile.fingerprint
+        object.__setattr__(profile, "_theodolite_fingerprint", value)
+    return value
+
+
+def table_for(profile: Profile, dtype: str, variants_: tuple[str, ...] | None = None) -> ConfigTable:
+    """The cached config table of a profile (by fingerprint and origin) for a dtype."""
+    key = (fingerprint(profile) + profile.origin, dtype, variants_)
+    table = _TABLES.get(key)
+    if table is None:
+        table = ConfigTable(profile, dtype, variants_)
+        with _TABLES_LOCK:
+            _TABLES[key] = table
+    return table
+
+
+def hardware_scalar_vec(dtype: str) -> float:
+    """Effective bytes per load instruction of a misaligned operand (element size / scalar load cost)."""
+    from theodolite.model.hardware import _OVERRIDES, MODEL_PARAMETERS
+
+    cost = _OVERRIDES.get("model_scalar_load_cost", MODEL_PARAMETERS["model_scalar_load_cost"][0])
+    return DTYPE_BYTES[dtype] / cost
+
+
+def alignment(problem: Problem) -> tuple[float, float, tuple[bool, bool]]:
+    """Bytes per load instruction of A and B as the kernel will run them, and the aligned copies gemm() makes."""
+    copies = needs_aligned_copy(problem)
+    scalar = hardware_scalar_vec(problem.dtype)
+    a_vec = compute.VECTOR_BYTES if (problem.a_aligned or copies[0]) else scalar
+    b_vec = compute.VECTOR_BYTES if (problem.b_aligned or copies[1]) else scalar
+    return a_vec, b_vec, copies
+
+
+def copy_time(problem: Problem, copies: tuple[bool, bool], hw: Hardware) -> float:
+    if not (copies[0] or copies[1]):
+        return 0.0
+    e = problem.element_bytes
+    sizes = (problem.batch * problem.m * problem.k * e, problem.batch * problem.k * problem.n * e)
+    return memory.aligned_copy_time(sizes, copies, hw)
+
+
+def evaluate(table: ConfigTable, problem: Problem, detail: bool = False) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Predicted seconds of every config of ``table`` for ``problem`` (legal or not), and term arrays."""
+    hw = table.hw
+    m, n, k, batch = problem.m, problem.n, problem.k, problem.batch
+    a_vec, b_vec, copies = alignment(problem)
+    copy_s = copy_time(problem, copies, hw)
+    if m == 0 or n == 0 or k == 0 or batch == 0:
+        base = np.full(table.bm.shape, hw.launch_s)
+        if not detail:
+            return base, {}
+        zero = np.zeros(table.bm.shape)
+        terms = {name: zero for name in _TERM_NAMES}
+        terms.update({"launch": base, "#sm_busy": zero + 1.0, "#last_wave_busy": zero + 1.0})
+        return base, terms
+    total, terms = core.cost(m, n, k, batch, a_vec, b_vec, problem.output_bytes, table, hw, core.NumpyOps, detail)
+    total = total + copy_s
+    if detail:
+        terms["copy"] = np.full(total.shape, copy_s)
+    return total, terms
+
+
+def _bottleneck(terms: dict[str, np.ndarray], i: int) -> str:
+    """The paper's five classes, from the winner's terms."""
+    if float(terms["#sm_busy"][i]) < OCCUPANCY_BOUND_BELOW:
+        return "occupancy"
+    if float(terms["mem_time"][i]) > float(terms["sm_time"][i]):
+        return "cache"
+    per_iteration = {name: float(terms[f"iter_{name}"][i]) for name in ("compute", "smem", "issue", "latency")}
+    fixed = float(terms["launch"][i] + terms["fixup"][i] + terms["copy"][i])
+    if fixed > 0.5 * float(terms["sm_time"][i]):
+        return "issue"  # launches and fix-ups dominate
+    return _TERM_CLASS[max(per_iteration, key=lambda name: per_iteration[name])]
+
+
+def _prediction(
+    table: ConfigTable, problem: Problem, times: np.ndarray, terms: dict[str, np.ndarray], i: int
+) -> Prediction:
+    seconds = float(times[i])
+    breakdown = {name: float(v[i]) for name, v in terms.items() if not name.startswith("#")}
+    details = {name[1:]: float(v[i]) for name, v in terms.items() if name.startswith("#")}
+    tflops = problem.flops / seconds / 1e12 if seconds > 0 else 0.0
+    return Prediction(table.configs[i], seconds, tflops, _bottleneck(terms, i), breakdown, details)
+
+
+def _order(times: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Legal indices fastest first; exact ties broken by config-space order (as choose's argmin)."""
+    legal = np.flatnonzero(mask)
+    return legal[np.lexsort((legal, times[legal]))]
+
+
+def predict(problem: Problem, config: GemmConfig, profile: Profile) -> Prediction:
+    """The model's time for one config (legal or not: legality is rank()'s job)."""
+    variants_ = None if config.variant in VARIANTS else (config.variant,)
+    table = table_for(profile, problem.dtype, variants_)
+    i = table.index.get(config.key)
+    if i is None:
+        raise ConfigError(f"config {config.key} is not in the {problem.dtype} config space")
+    times, terms = evaluate(table, problem, detail=True)
+    return _prediction(table, problem, times, terms, i)
+
+
+def rank(problem: Problem, profile: Profile, variants: tuple[str, ...] | None = None) -> list[Prediction]:
+    """Every legal config, fastest first (deterministic tie-break by config-space order)."""
+    table = table_for(profile, problem.dtype, variants)
+    times, terms = evaluate(table, problem, detail=True)
+    order = _order(times, table.legal_mask(problem))
+    return [_prediction(table, problem, times, terms, int(i)) for i in order]
+
+
+def choose_index(table: ConfigTable, problem: Problem) -> tuple[int, np.ndarray]:
+    """Fast path: index of the fastest legal config and the time array."""
+    times, _ = evaluate(table, problem)
+    mask = table.legal_mask(problem)
+    masked = np.where(mask, times, math.inf)
+    i = int(np.argmin(masked))  # first minimum: ties go to config-space order
+    if not mask[i]:
+        raise NoLegalConfigError(
+            f"no config can run {problem.m}x{problem.n}x{problem.k} {problem.dtype} {problem.layout} "
+            f"on {table.profile.device_name}"
+        )
+    return i, times
+
+
+def choose(problem: Problem, profile: Profile, variants: tuple[str, ...] | None = None) -> Prediction:
+    """The fastest legal config."""
+    table = table_for(profile, problem.dtype, variants)
+    i, _ = choose_index(table, problem)
+    times, terms = evaluate(table, problem, detail=True)
+    return _prediction(table, problem, times, terms, i)

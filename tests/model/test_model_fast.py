@@ -1,0 +1,79 @@
+"""The fast selection path must give exactly the model's answer."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from theodolite.kernels.config import Problem
+from theodolite.model import core, fast
+from theodolite.model.predict import alignment, choose_index, evaluate, table_for
+
+from theodolite import api
+from theodolite.profile.datasheet import h100_sxm, mi300x
+
+H100 = h100_sxm()
+
+
+def _shapes(count: int, seed: int) -> list[tuple[int, int, int]]:
+    rng = random.Random(seed)
+    return [tuple(int(math.exp(rng.uniform(0, math.log(20000)))) for _ in range(3)) for _ in range(count)]  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("profile", [H100, mi300x()], ids=["h100", "mi300x"])
+def test_scalar_cost_equals_vector_cost(profile) -> None:  # type: ignore[no-untyped-def]
+    table = table_for(profile, "bf16")
+    for m, n, k in _shapes(120, 1):
+        for layout in ("nn", "tn"):
+            problem = Problem(m, n, k, layout=layout)
+            a_vec, b_vec, copies = alignment(problem)
+            klass = fast.alignment_class(table, a_vec, b_vec, problem.output_bytes, True)
+            vector, _ = core.cost(m, n, k, 1, a_vec, b_vec, problem.output_bytes, table, table.hw, core.NumpyOps)
+            for i, fields in enumerate(klass.scalar):
+                scalar = core.cost_scalar(m, n, k, 1, problem.output_bytes, fields, klass.hw)
+                assert scalar == pytest.approx(float(vector[i]), rel=1e-12), table.keys[i]
+
+
+def test_fast_pick_is_the_full_argmin() -> None:
+    table = table_for(H100, "bf16")
+    worse = []
+    for m, n, k in _shapes(600, 2):
+        for layout in ("nn", "nt"):
+            problem = Problem(m, n, k, layout=layout)
+            for _ in range(fast.BUILD_AFTER):
+                i_fast, t_fast = fast.choose_fast(table, problem)
+            i_full, times = choose_index(table, problem)
+            assert t_fast == pytest.approx(float(times[i_fast]), rel=1e-12)
+            if i_fast != i_full:
+                worse.append(float(times[i_full]) / t_fast)
+    # the grid's corner winners contain the exact argmin nearly always; when not, the loss is tiny
+    assert len(worse) <= 0.05 * 1200
+    assert not worse or min(worse) > 0.85
+
+
+def test_int_route_equals_problem_route() -> None:
+    api.clear_caches()
+    table = table_for(H100, "bf16")
+    for m, n, k in _shapes(400, 3):
+        for layout in ("nn", "nt", "tn", "tt"):
+            problem = Problem(m, n, k, layout=layout)
+            for _ in range(fast.BUILD_AFTER):
+                expected = fast.choose_fast(table, problem)
+            got = fast.choose_ints(table, m, n, k, layout, 1, problem.output_bytes)
+            if got is not None:
+                assert got[0] == expected[0]
+                assert got[1] == pytest.approx(expected[1], rel=1e-12)
+
+
+def test_select_matches_choose_fast() -> None:
+    api.clear_caches()
+    table = table_for(H100, "bf16")
+    for m, n, k in _shapes(300, 4):
+        problem = Problem(m, n, k)
+        s = api.select(m, n, k, profile=H100)
+        i, t = fast.choose_fast(table, problem)
+        times, _ = evaluate(table, problem)
+        assert s.predicted_time_s == pytest.approx(float(times[table.index[s.config.key]]), rel=1e-12)
+        assert np.isfinite(t)

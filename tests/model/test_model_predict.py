@@ -1,0 +1,178 @@
+"""CPU tests of the model: legality, determinism, monotone sanity, wave arithmetic, portability."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from theodolite.kernels.config import KernelLimits, Problem, config_space, legality
+from theodolite.model import choose, predict, rank
+from theodolite.model.occupancy import last_wave_busy_fraction, waves
+from theodolite.model.predict import BOTTLENECKS, table_for
+
+from theodolite.profile.datasheet import h100_sxm, mi300x
+from theodolite.profile.schema import Measurement, Profile
+
+H100 = h100_sxm()
+MI300X = mi300x()
+
+SHAPES = [
+    (4096, 4096, 4096),
+    (16, 4096, 4096),
+    (1, 6144, 4096),
+    (128, 8192, 8192),
+    (8192, 8192, 8192),
+    (1000, 1000, 1000),
+    (64, 64, 65536),
+    (4095, 4097, 4099),
+    (13696, 512, 1152),
+    (1644, 21, 1243),
+]
+
+
+def _with(profile: Profile, **values: float) -> Profile:
+    metrics = dict(profile.metrics)
+    for name, value in values.items():
+        metrics[name] = (
+            dataclasses.replace(metrics[name], value=value)
+            if name in metrics
+            else Measurement(name=name, value=value, unit="1", method="test")
+        )
+    return dataclasses.replace(profile, metrics=metrics, origin=f"{profile.origin}+{sorted(values.items())}")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn"])
+def test_rank_is_exactly_the_legal_configs(shape: tuple[int, int, int], layout: str) -> None:
+    problem = Problem(*shape, layout=layout)
+    limits = KernelLimits.from_profile(H100)
+    ranked = rank(problem, H100)
+    legal = {c.key for c in config_space("bf16") if legality(c, problem, limits) is None}
+    assert {p.key for p in ranked} <= legal
+    assert len(ranked) >= 0.9 * len(legal)  # only configs that cannot be resident are dropped beyond legality
+    times = [p.time_s for p in ranked]
+    assert times == sorted(times)
+    assert ranked[0].config == choose(problem, H100).config
+    for p in ranked:
+        assert p.bottleneck in BOTTLENECKS
+        assert p.time_s > 0 and p.tflops > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 20000), st.integers(1, 20000), st.integers(1, 20000), st.sampled_from(["nn", "nt", "tn", "tt"]))
+def test_never_picks_an_illegal_config(m: int, n: int, k: int, layout: str) -> None:
+    problem = Problem(m, n, k, layout=layout)
+    pick = choose(problem, H100)
+    build = H100.kernel_build(pick.config.variant, pick.config.key, "bf16")
+    assert legality(pick.config, problem, KernelLimits.from_profile(H100), build) is None
+
+
+def test_legal_mask_matches_legality_over_classes() -> None:
+    table = table_for(H100, "bf16")
+    limits = KernelLimits.from_profile(H100)
+    for m, n, k in SHAPES + [(7, 9, 11), (100, 3, 100), (129, 129, 129), (33, 4097, 63)]:
+        for layout in ("nn", "nt", "tn", "tt"):
+            problem = Problem(m, n, k, layout=layout)
+            mask = table.legal_mask(problem)
+            pairs = zip(table.configs, table.builds, strict=True)
+            expected = [legality(c, problem, limits, b) is None for c, b in pairs]
+            assert [bool(x) for x in mask] == [e and f for e, f in zip(expected, table.fit_ok, strict=False)]
+
+
+def test_deterministic_across_processes() -> None:
+    code = (
+        "import json; from theodolite.api import select; from theodolite.profile.datasheet import h100_sxm; "
+        "h = h100_sxm(); print(json.dumps([select(m, n, k, profile=h).config.key for m, n, k in "
+        f"{SHAPES!r}]))"
+    )
+    outputs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+               for _ in range(2)]  # fmt: skip
+    assert outputs[0] == outputs[1]
+    here = [choose(Problem(*s), H100).config.key for s in SHAPES]
+    assert json.loads(outputs[0]) == here
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 256), st.integers(256, 16384), st.integers(256, 16384), st.floats(1.01, 4.0))
+def test_faster_hbm_never_slows_a_prediction(m: int, n: int, k: int, factor: float) -> None:
+    problem = Problem(m, n, k)
+    fast = _with(H100, hbm_read_bandwidth=H100.value("hbm_read_bandwidth") * factor,
+                 hbm_copy_bandwidth=H100.value("hbm_copy_bandwidth") * factor)  # fmt: skip
+    for config in [p.config for p in rank(problem, H100)[:5]]:
+        assert predict(problem, config, fast).time_s <= predict(problem, config, H100).time_s * (1 + 1e-12)
+    assert choose(problem, fast).time_s <= choose(problem, H100).time_s * (1 + 1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 16384), st.integers(1, 16384), st.integers(1, 16384), st.integers(1, 64))
+def test_more_sms_never_slower(m: int, n: int, k: int, extra: int) -> None:
+    problem = Problem(m, n, k)
+    sms = H100.value("sm_count")
+    per_sm = H100.value("mma_throughput_bf16") / sms
+    bigger = _with(H100, sm_count=sms + extra, mma_throughput_bf16=per_sm * (sms + extra),
+                   mma_throughput_fp16=per_sm * (sms + extra))  # fmt: skip
+    # within 1%: a wider wave can re-read a row or column more (the window model of L2 reuse), and a
+    # bandwidth-bound full wave can grow by one tile while the last wave shrinks to its compute floor
+    # The best over the configs legal on both (legality depends on the SM count: split-K's tile limit),
+    # within 1%: a wider wave can re-read a panel once more.  Single configs may get slower (Stream-K's
+    # policy turns a full wave into shared tiles when the tiles no longer divide the programs).
+    here = {p.key: p.time_s for p in rank(problem, H100)}
+    there = {p.key: p.time_s for p in rank(problem, bigger)}
+    both = here.keys() & there.keys()
+    assert min(there[key] for key in both) <= min(here[key] for key in both) * 1.01
+
+
+def test_wave_quantization_by_hand() -> None:
+    # 4096^2 with 128x256 tiles: 32 x 16 = 512 tiles on 132 SMs, one program each:
+    # 3 full waves of 132, a last wave of 116 -> 116/132 busy.
+    assert waves(512, 132) == (3, 116)
+    assert last_wave_busy_fraction(512, 132) == pytest.approx(116 / 132)
+    assert last_wave_busy_fraction(264, 132) == 1.0
+    assert waves(131, 132) == (0, 131)
+    pred = predict(Problem(4096, 4096, 4096), _config("persistent/128x256x64/g8/w8/s3/k1"), H100)
+    assert pred.details["tiles"] == 512
+    assert pred.details["waves"] == 4
+    assert pred.details["last_wave_busy"] == pytest.approx(116 / 132)
+    # one tile more than a full wave costs a whole extra tile time
+    one = predict(Problem(128 * 132, 256, 4096), _config("persistent/128x256x64/g8/w8/s3/k1"), H100)
+    two = predict(Problem(128 * 133, 256, 4096), _config("persistent/128x256x64/g8/w8/s3/k1"), H100)
+    assert one.details["waves"] == 1 and two.details["waves"] == 2
+    # the last wave holds one tile: the SMs need a whole extra tile time (64 iterations at least)
+    assert two.breakdown["sm_time"] >= one.breakdown["sm_time"] + 64 * one.breakdown["iter_compute"] * 0.999
+    assert two.time_s > one.time_s
+
+
+def _config(key: str):  # type: ignore[no-untyped-def]
+    from theodolite.kernels.config import GemmConfig
+
+    return GemmConfig.from_key(key)
+
+
+def test_mi300x_and_h100_pick_differently_and_explainably() -> None:
+    problem = Problem(4096, 4096, 4096)
+    h = choose(problem, H100)
+    a = choose(problem, MI300X)
+    assert h.config != a.config
+    # MI300X has 64 KiB of LDS per CU: its pick must fit it, H100's (227 KiB) does not have to
+    from theodolite.kernels.config import smem_bytes
+
+    assert smem_bytes(a.config, "bf16") <= MI300X.value("smem_bytes_per_block")
+    assert smem_bytes(h.config, "bf16") > MI300X.value("smem_bytes_per_block")
+    assert a.config.variant != "tma"  # no TMA on gfx942
+
+
+def test_predict_rejects_foreign_config() -> None:
+    from theodolite.kernels.config import ConfigError, GemmConfig
+
+    with pytest.raises(ConfigError):
+        predict(Problem(64, 64, 64), GemmConfig("persistent", 512, 512, 64), H100)
+
+
+def test_empty_problem() -> None:
+    pick = choose(Problem(0, 4096, 4096), H100)
+    assert pick.time_s == pytest.approx(H100.value("launch_overhead"))

@@ -1,0 +1,281 @@
+"""Public API: ``select`` (the model's pick for a problem) and ``matmul`` (select, then run the kernel).
+
+Selections are cached per (problem, profile), so a repeated shape costs a dictionary lookup;
+a new shape costs one vectorised evaluation of the config space (see theodolite.model).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from theodolite.kernels.config import LAYOUTS, OUT_DTYPES, GemmConfig, Problem
+from theodolite.model.fast import choose_fast, choose_ints
+from theodolite.model.predict import (
+    ConfigTable,
+    Prediction,
+    _bottleneck,
+    evaluate,
+    fingerprint,
+    rank,
+    table_for,
+)
+from theodolite.profile.schema import Profile
+
+EXPLAIN_TOP = 8
+_LAYOUTS = frozenset(LAYOUTS)
+_OUT = frozenset(OUT_DTYPES)
+
+
+class Selection:
+    """What the model picked for a problem on a profile, and why.
+
+    The pick and its predicted time are computed by ``select``; the bottleneck class and the
+    ranked candidates (``explain``) are computed on first access, so selecting stays cheap.
+    """
+
+    __slots__ = ("_args", "_problem", "config", "predicted_time_s", "_profile", "_table", "_index", "_bottleneck",
+                 "_candidates")  # fmt: skip
+
+    def __init__(self, args: tuple[Any, ...] | None, problem: Problem | None, config: GemmConfig,
+                 predicted_time_s: float, profile: Profile, table: ConfigTable, index: int) -> None:  # fmt: skip
+        self._args = args
+        self._problem = problem
+        self.config = config
+        self.predicted_time_s = predicted_time_s
+        self._profile = profile
+        self._table = table
+        self._index = index
+        self._bottleneck: str | None = None
+        self._candidates: list[Prediction] | None = None
+
+    def __repr__(self) -> str:
+        p = self.problem
+        return (
+            f"Selection({p.m}x{p.n}x{p.k} {p.dtype} {p.layout} batch={p.batch}: {self.config.key}, "
+            f"{self.predicted_time_s * 1e6:.2f} us, {self.predicted_tflops:.1f} TFLOP/s, {self.bottleneck}, "
+            f"profile {self.profile_fingerprint})"
+        )
+
+    @property
+    def problem(self) -> Problem:
+        if self._problem is None:
+            m, n, k, dtype, layout, batch, out_dtype = self._args  # type: ignore[misc]
+            self._problem = Problem(m, n, k, dtype=dtype, layout=layout, batch=batch, out_dtype=out_dtype)
+        return self._problem
+
+    @property
+    def variant(self) -> str:
+        return self.config.variant
+
+    @property
+    def predicted_tflops(self) -> float:
+        return self.problem.flops / self.predicted_time_s / 1e12 if self.predicted_time_s > 0 else 0.0
+
+    @property
+    def profile_fingerprint(self) -> str:
+        return fingerprint(self._profile)
+
+    @property
+    def profile_device(self) -> str:
+        return self._profile.device_name
+
+    @property
+    def bottleneck(self) -> str:
+        if self._bottleneck is None:
+            _, terms = evaluate(self._table, self.problem, detail=True)
+            self._bottleneck = _bottleneck(terms, self._index)
+        return self._bottleneck
+
+    @property
+    def candidates(self) -> list[Prediction]:
+        """The top legal predictions, fastest first (computed on first use)."""
+        if self._candidates is None:
+            ranked = rank(self.problem, self._profile)
+            # the pick first, even where the fast path's grid and the full ranking tie differently
+            ranked.sort(key=lambda p: (p.config != self.config, p.time_s))
+            self._candidates = ranked[:EXPLAIN_TOP]
+        return self._candidates
+
+    def explain(self, top: int = EXPLAIN_TOP) -> str:
+        """A readable table of the top candidates with their time breakdown."""
+        p = self.problem
+        lines = [
+            f"{p.m}x{p.n}x{p.k} {p.dtype} layout {p.layout} batch {p.batch} on {self.profile_device} "
+            f"(profile {self.profile_fingerprint})",
+            f"pick: {self.config.key}  predicted {self.predicted_time_s * 1e6:.1f} us, "
+            f"{self.predicted_tflops:.1f} TFLOP/s, bound by {self.bottleneck}",
+            "",
+        ]
+        header = (
+            f"{'#':>2} {'config':<36} {'time us':>9} {'TFLOP/s':>8} {'bound':<9} {'waves':>5} {'busy':>5} "
+            f"{'L2 hit':>6} | {'launch':>6} {'SMs':>8} {'memory':>8} {'fixup':>6} {'copy':>6} | "
+            f"per iteration (ns): {'mma':>6} {'smem':>6} {'issue':>6} {'lat':>6} {'L2':>6} {'HBM':>6}"
+        )
+        lines.append(header)
+        lines.append("-" * len(header))
+        for rank_, c in enumerate(self.candidates[:top], 1):
+            b, d = c.breakdown, c.details
+            us = {name: b.get(name, 0.0) * 1e6 for name in ("launch", "sm_time", "mem_time", "fixup", "copy")}
+            ns = {name: b.get(f"iter_{name}", 0.0) * 1e9 for name in ("compute", "smem", "issue", "latency", "l2",
+                                                                        "hbm")}  # fmt: skip
+            lines.append(
+                f"{rank_:>2} {c.config.key:<36} {c.time_s * 1e6:>9.2f} {c.tflops:>8.1f} {c.bottleneck:<9} "
+                f"{d.get('waves', 0):>5.0f} {d.get('sm_busy', 0):>5.2f} {d.get('l2_hit', 0):>6.2f} | "
+                f"{us['launch']:>6.2f} {us['sm_time']:>8.2f} {us['mem_time']:>8.2f} {us['fixup']:>6.2f} "
+                f"{us['copy']:>6.2f} | {'':>19} {ns['compute']:>6.1f} {ns['smem']:>6.1f} {ns['issue']:>6.1f} "
+                f"{ns['latency']:>6.1f} {ns['l2']:>6.1f} {ns['hbm']:>6.1f}"
+            )
+        lines.append("")
+        lines.append(
+            "time = launch + aligned copy + max(SMs: waves x (latency + iterations x max(programs x max(mma, smem, "
+            "issue), latency/(stages-1))), memory: L2 requests / L2 bw, HBM misses + stores / HBM bw) + fix-up"
+        )
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# profile resolution, cached: the default profile is resolved once per process (and env value)
+# ---------------------------------------------------------------------------------------------
+_DEFAULT: dict[str | None, Profile] = {}
+_BY_PATH: dict[str, Profile] = {}
+
+
+def resolve(profile: Profile | str | os.PathLike[str] | None) -> Profile:
+    """None: the resolution order of theodolite.profile.load(); a path: that file; a Profile: as is."""
+    if isinstance(profile, Profile):
+        return profile
+    if profile is None:
+        env = os.environ.get("THEODOLITE_PROFILE")
+        found = _DEFAULT.get(env)
+        if found is None:
+            from theodolite.profile import load
+
+            found = _DEFAULT[env] = load()
+        return found
+    key = str(profile)
+    found = _BY_PATH.get(key)
+    if found is None:
+        from theodolite.profile import load
+
+        found = _BY_PATH[key] = load(Path(profile))
+    return found
+
+
+def _profile_key(profile: Profile | str | os.PathLike[str] | None) -> Any:
+    if isinstance(profile, Profile):
+        return (fingerprint(profile), profile.origin)
+    return (profile, os.environ.get("THEODOLITE_PROFILE")) if profile is None else str(profile)
+
+
+_CACHE: dict[tuple[Any, ...], Selection] = {}
+# profile key -> {(dtype, out_dtype, layout): table}: validated combinations only (the first call validates)
+_TABLES: dict[Any, dict[tuple[str, str | None, str], ConfigTable]] = {}
+_CACHE_LIMIT = 65536
+
+
+def _select_problem(problem: Problem, prof: Profile, args: tuple[Any, ...] | None = None) -> Selection:
+    table: ConfigTable = table_for(prof, problem.dtype)
+    i, time_s = choose_fast(table, problem)
+    return Selection(args, problem, table.configs[i], time_s, prof, table, i)
+
+
+def select(
+    M: int,
+    N: int,
+    K: int,
+    *,
+    dtype: str = "bf16",
+    layout: str = "nn",
+    batch: int = 1,
+    out_dtype: str | None = None,
+    profile: Profile | str | os.PathLike[str] | None = None,
+) -> Selection:
+    """The model's config for ``C[M,N] = A[M,K] @ B[K,N]`` on the profile's GPU (no kernel runs)."""
+    pkey = _profile_key(profile)
+    key = (M, N, K, dtype, layout, batch, out_dtype, pkey)
+    found = _CACHE.get(key)
+    if found is not None:
+        return found
+    tables = _TABLES.get(pkey)
+    if tables is None:
+        tables = _TABLES[pkey] = {}
+    table = tables.get((dtype, out_dtype, layout))
+    if table is None:
+        prof = resolve(profile)
+        problem = Problem(M, N, K, dtype=dtype, layout=layout, batch=batch, out_dtype=out_dtype)  # validates
+        table = tables[(dtype, out_dtype, layout)] = table_for(prof, dtype)
+        selection = _select_problem(problem, prof, key[:7])
+    else:
+        found_fast = None
+        if type(M) is int and type(N) is int and type(K) is int:
+            found_fast = choose_ints(table, M, N, K, layout, batch, table.out_bytes[out_dtype])
+        if found_fast is not None:
+            i, time_s = found_fast
+            selection = Selection(key[:7], None, table.configs[i], time_s, table.profile, table, i)
+        else:
+            problem = Problem(M, N, K, dtype=dtype, layout=layout, batch=batch, out_dtype=out_dtype)
+            selection = _select_problem(problem, table.profile, key[:7])
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    _CACHE[key] = selection
+    return selection
+
+
+def select_problem(problem: Problem, profile: Profile | str | os.PathLike[str] | None = None) -> Selection:
+    """``select`` for a ready Problem (alignment flags included), cached per (problem, profile)."""
+    prof = resolve(profile)
+    key = (problem, _profile_key(prof))
+    found = _CACHE.get(key)
+    if found is None:
+        found = _select_problem(problem, prof)
+        if len(_CACHE) >= _CACHE_LIMIT:
+            _CACHE.clear()
+        _CACHE[key] = found
+    return found
+
+
+_MATMUL_CACHE: dict[tuple[Any, ...], tuple[GemmConfig, int]] = {}
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    *,
+    out: Any = None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    c: Any = None,
+    bias: Any = None,
+    profile: Profile | str | os.PathLike[str] | None = None,
+) -> Any:
+    """``alpha * a @ b + beta * c + bias`` with the model's config: a drop-in for torch.matmul on 2-D/3-D tensors."""
+    from theodolite import kernels
+
+    key = (
+        tuple(a.shape), a.stride(), a.dtype, a.storage_offset(), a.data_ptr() % 16,
+        tuple(b.shape), b.stride(), b.dtype, b.storage_offset(), b.data_ptr() % 16,
+        a.device, None if out is None else out.dtype,
+        _profile_key(profile),
+    )  # fmt: skip
+    found = _MATMUL_CACHE.get(key)
+    if found is None:
+        prof = resolve(profile)
+        problem = kernels.problem_of(a, b, None if out is None else out.dtype)
+        selection = select_problem(problem, prof)
+        found = (selection.config, int(prof.value("sm_count")))
+        if len(_MATMUL_CACHE) >= _CACHE_LIMIT:
+            _MATMUL_CACHE.clear()
+        _MATMUL_CACHE[key] = found
+    config, sms = found
+    return kernels.gemm(a, b, config, out=out, alpha=alpha, beta=beta, c=c, bias=bias, num_sms=sms)
+
+
+def clear_caches() -> None:
+    """Forget cached selections (tests; a profile file replaced in place)."""
+    _CACHE.clear()
+    _TABLES.clear()
+    _MATMUL_CACHE.clear()
+    _DEFAULT.clear()
+    _BY_PATH.clear()
