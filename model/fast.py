@@ -18,6 +18,7 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
+from theodolite.kernels import config as kernel_config
 from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, Problem
 from theodolite.model import core
 from theodolite.model.compute import VECTOR_BYTES
@@ -27,6 +28,7 @@ GRID_LOG2_MAX = 16  # grid points 2^0 .. 2^16 per dimension
 STEPS_PER_OCTAVE = 2  # grid points per factor of two (cell_index below assumes 2)
 BOUND_MARGIN = 1.0 - 1e-9  # never prune a config whose bound ties the best (rounding)
 BUILD_AFTER = 1  # build a class's grid on first use: the pick never depends on what was selected before
+CANDIDATE_SLACK = 1.0  # a corner keeps every config within 5% of its best: the cost surface is not convex
 
 _TOP = GRID_LOG2_MAX * STEPS_PER_OCTAVE
 _LOCK = threading.Lock()
@@ -94,7 +96,7 @@ class AlignmentClass:
             legal = legal & (~table.is_splitk[None, :] | (tiles <= table._splitk_limit))
         times = np.where(legal, times, np.inf).reshape(g, g, g, -1)
         best = times.min(axis=-1, keepdims=True)
-        near = times <= best
+        near = times <= best * CANDIDATE_SLACK
         cells = near[:-1, :-1, :-1] | near[1:, :-1, :-1] | near[:-1, 1:, :-1] | near[:-1, :-1, 1:]
         cells = cells | near[1:, 1:, :-1] | near[1:, :-1, 1:] | near[:-1, 1:, 1:] | near[1:, 1:, 1:]
         flat = cells.reshape(-1, cells.shape[-1])
@@ -208,8 +210,9 @@ def choose_ints(
     e = table.hw.element_bytes
     a_al = ((k if layout[0] == "n" else m) * e) % ALIGN_BYTES == 0
     b_al = ((n if layout[1] == "n" else k) * e) % ALIGN_BYTES == 0
-    copy_a = not a_al and n >= ALIGN_COPY_MIN_REUSE
-    copy_b = not b_al and m >= ALIGN_COPY_MIN_REUSE
+    big = 2.0 * m * n * k >= kernel_config.ALIGN_COPY_MIN_FLOPS  # read at call time, as needs_aligned_copy
+    copy_a = big and not a_al and n >= ALIGN_COPY_MIN_REUSE
+    copy_b = big and not b_al and m >= ALIGN_COPY_MIN_REUSE
     mask = table._legal_tuple.get(
         (
             layout, a_al, b_al, (copy_a, copy_b), bisect.bisect_right(table._k_thresholds, k), False,

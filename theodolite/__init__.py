@@ -14,8 +14,8 @@ from theodolite.profile import Profile, load_profile
 
 __version__ = "0.1.0"
 
-# In a source checkout that is not installed (or installed by a setuptools too old for package-dir
-# editable installs, as on our GPU image), theodolite.probes/model/kernels/profiles/reports are the
+# In a source checkout that is not installed (or installed into another interpreter: on our GPU image
+# `pip` and `python` belong to different environments), theodolite.probes/model/kernels/profiles/reports are the
 # sibling folders of this package: let the import system find them there.  An install maps them itself.
 _CHECKOUT = Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "kernels" / "config.py").is_file():

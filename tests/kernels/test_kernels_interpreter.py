@@ -185,10 +185,14 @@ def test_zero_sized_dims() -> None:
     assert torch.equal(gemm(torch.randn(4, 0), torch.randn(0, 7), cfg), torch.zeros(4, 7))
 
 
-def test_misaligned_operand_copy_rule() -> None:
+def test_misaligned_operand_copy_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     a = operand(20, 33, False, torch.float16)  # rows of 33 fp16 = 66 bytes: misaligned
     b = operand(33, 130, False, torch.float16)  # misaligned too, but M=20 < the reuse threshold
     problem = problem_of(a, b)
+    assert needs_aligned_copy(problem) == (False, False)  # far below ALIGN_COPY_MIN_FLOPS: no copy
+    import theodolite.kernels.config as config_module
+
+    monkeypatch.setattr(config_module, "ALIGN_COPY_MIN_FLOPS", 0.0)  # exercise the copy on a small shape
     assert needs_aligned_copy(problem) == (True, False)
     plan = plan_gemm(a, b, CONFIGS["persistent"])
     assert len(plan.steps) == 2  # the copy of A, then the kernel
