@@ -62,9 +62,6 @@ def make_inputs(
     return draw(m, k, layout[0] == "t"), draw(k, n, layout[1] == "t")
 
 
-_LOADED: set[tuple[str, tuple[bool, ...]]] = set()
-
-
 class Timer:
     """do_bench-style timing (L2 flushed before each run, median) and rotated back-to-back timing."""
 
@@ -205,7 +202,6 @@ def bench_shape(
     log: Callable[[str], None] = print,
 ) -> Any:
     """One ShapeResult: torch.matmul and every config, side by side on the same random inputs."""
-    from theodolite.kernels.build import specialization
     from theodolite.kernels.launch import _FAST, _fast_key, gemm, plan_gemm
 
     from theodolite.results import ShapeResult
@@ -244,10 +240,9 @@ def bench_shape(
         key = config.key
         try:
             plan = plan_gemm(a, b, config, out=out, precision=precision)
-            loaded = (key, specialization(problem))
-            if loaded not in _LOADED:  # first launch in this process loads the binary: keep it out of timings
-                plan.run()
-                _LOADED.add(loaded)
+            # Warm-up run first, always: a plan may launch a kernel (a Stream-K fix-up, a specialisation
+            # for M == 1, ...) that no earlier shape loaded, and that JIT load must not become its time.
+            plan.run()
             out.fill_(math.nan)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
