@@ -38,12 +38,15 @@ _OUT_TYPES = {
 PROBLEM_VARIANTS = ("nn",)
 
 
-def _source(config: GemmConfig, dtype: str, layout: str) -> tuple[Any, Any]:
-    """The ASTSource of a config's main kernel (what dominates its registers and shared memory)."""
+def _source(config: GemmConfig, dtype: str, layout: str, loads: str = "vector") -> tuple[Any, Any]:
+    """The ASTSource of a config's main kernel (what dominates its registers and shared memory).
+
+    ``loads="scalar"``: the binary gemm() runs when both operands are misaligned and not copied
+    (element-wise loads: a different register budget, and the one that spills first)."""
     from theodolite.kernels import persistent, splitk, streamk, tma
     from triton.compiler import ASTSource
 
-    vec = 16 // DTYPE_BYTES[dtype]
+    vec = 16 // DTYPE_BYTES[dtype] if loads == "vector" else 1
     kernel = {
         "persistent": persistent.persistent_kernel,
         "streamk": streamk.streamk_kernel,
@@ -121,7 +124,9 @@ def _ptxas_usage(ptx: str, arch: str) -> tuple[int, int]:
     return int(regs.group(1)), max(spills, default=0)
 
 
-def compile_one(config_key: str, dtype: str, architecture: str = "sm_90", layout: str = "nn") -> KernelBuild:
+def compile_one(
+    config_key: str, dtype: str, architecture: str = "sm_90", layout: str = "nn", loads: str = "vector"
+) -> KernelBuild:
     """Compile one config for ``architecture`` (no GPU needed) and read its resources."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -129,7 +134,7 @@ def compile_one(config_key: str, dtype: str, architecture: str = "sm_90", layout
     config = GemmConfig.from_key(config_key)
     capability = int("".join(ch for ch in architecture[3:] if ch.isdigit()))
     target = GPUTarget("cuda", capability, 32)
-    _, source = _source(config, dtype, layout)
+    _, source = _source(config, dtype, layout, loads)
     backend = triton.compiler.make_backend(target)
     options = backend.parse_options({"num_warps": config.num_warps, "num_stages": config.num_stages})
     compiled = triton.compile(source, target=target, options=options.__dict__)
@@ -144,10 +149,11 @@ def compile_one(config_key: str, dtype: str, architecture: str = "sm_90", layout
         n_spills=spills,
         shared_bytes=int(compiled.metadata.shared),
         num_stages=config.num_stages,
+        loads=loads,
     )
 
 
-def _compile_task(args: tuple[str, str, str, str]) -> KernelBuild | str:
+def _compile_task(args: tuple[str, str, str, str, str]) -> KernelBuild | str:
     try:
         return compile_one(*args)
     except Exception as error:  # a config that does not compile is reported, not fatal
@@ -160,27 +166,32 @@ def compile_builds(
     configs: list[GemmConfig] | None = None,
     problem_variants: tuple[str, ...] = PROBLEM_VARIANTS,
     workers: int | None = None,
+    loads: tuple[str, ...] = ("vector", "scalar"),
 ) -> list[KernelBuild]:
     """KernelBuild (registers, spills, shared bytes) of every config of ``dtypes`` for ``architecture``.
 
     Layouts in ``problem_variants`` are compiled too; the worst (most registers/spills) is kept
-    per config.  Configs that fail to compile are left out (their errors are printed).
+    per config.  Each config is built for vector loads and, for the non-TMA variants, scalar loads
+    (misaligned operands that are not copied).  Configs that fail to compile are left out (their errors are printed).
     """
     tasks = []
     for dtype in dtypes:
         chosen = configs if configs is not None else list(config_space(dtype))
         for config in chosen:
             for layout in problem_variants:
-                tasks.append((config.key, dtype, architecture, layout))
+                for kind in loads:
+                    if kind == "scalar" and config.variant == "tma":
+                        continue  # TMA never runs misaligned operands
+                    tasks.append((config.key, dtype, architecture, layout, kind))
     workers = workers or max(1, min(len(tasks), (os.cpu_count() or 2)))
     with ProcessPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(_compile_task, tasks))
-    best: dict[tuple[str, str], KernelBuild] = {}
+    best: dict[tuple[str, str, str], KernelBuild] = {}
     for result in results:
         if isinstance(result, str):
             print(f"compile failed: {result}")
             continue
-        key = (result.config_key, result.dtype)
+        key = (result.config_key, result.dtype, result.loads)
         old = best.get(key)
         if old is None or (result.n_spills, result.n_regs) > (old.n_spills, old.n_regs):
             best[key] = result

@@ -352,6 +352,12 @@ def legality(
     return None
 
 
+def operand_loads(problem: Problem) -> str:
+    """Which binary gemm() runs: "scalar" when an operand is misaligned and not copied, else "vector"."""
+    copy_a, copy_b = needs_aligned_copy(problem)
+    return "vector" if (problem.a_aligned or copy_a) and (problem.b_aligned or copy_b) else "scalar"
+
+
 def legal_configs(
     problem: Problem,
     limits: KernelLimits,
@@ -360,8 +366,13 @@ def legal_configs(
 ) -> list[GemmConfig]:
     """The configs of the space that can run ``problem`` here (compiler facts from ``profile`` if given)."""
     result = []
+    loads = operand_loads(problem)
     for config in config_space(problem.dtype, variants):
-        build = profile.kernel_build(config.variant, config.key, problem.dtype) if profile is not None else None
+        build = None
+        if profile is not None:
+            build = profile.kernel_build(config.variant, config.key, problem.dtype, loads)
+            if build is None and loads == "scalar":  # a profile from before scalar builds were gathered
+                build = profile.kernel_build(config.variant, config.key, problem.dtype)
         if legality(config, problem, limits, build) is None:
             result.append(config)
     return result

@@ -117,7 +117,8 @@ def cost(
     occ_l = ceil(rest / active_l)
     per_prog = per_program(c, a_vec, b_vec, ops)
     # a misaligned operand is loaded synchronously (no async copy): nothing prefetches its latency
-    hide = latency / (1.0 if (a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES) else c.lat_div)
+    hide = latency / (1.0 / scalar_batches(c, a_vec, b_vec, hw, ops) if (a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES)
+                      else c.lat_div)  # fmt: skip
     it_f = mx(occ_f * per_prog, hide) + hw.iteration_overhead_s
     it_l = mx(occ_l * per_prog, hide) + hw.iteration_overhead_s
     fixed = latency + hw.tile_overhead_s
@@ -193,6 +194,15 @@ def per_program(c: Any, a_vec: float, b_vec: float, ops: Any = NumpyOps) -> Any:
     """Seconds one program needs per K-iteration on its SM: the slower of matrix and shared memory, plus the
     load issue of pointer-based loads (the same warps issue loads and matrix instructions)."""
     return ops.maximum(c.compute_it, c.smem_it) + c.issue_a / a_vec + c.issue_b / b_vec
+
+
+def scalar_batches(c: Any, a_vec: float, b_vec: float, hw: Hardware, ops: Any = NumpyOps) -> Any:
+    """Round trips per K-iteration of a kernel with a misaligned operand: its scalar loads are synchronous and
+    held in registers until stored to shared memory, so a thread has at most ``scalar_in_flight`` of them
+    outstanding; the rest wait for the first batch to return (1 when every operand is aligned)."""
+    rows = (c.bm if a_vec < VECTOR_BYTES else 0.0) + (c.bn if b_vec < VECTOR_BYTES else 0.0)
+    per_thread = rows * c.bk / (c.warps * hw.warp_size)
+    return ops.maximum(ops.ceil(per_thread / hw.scalar_in_flight), 1.0)
 
 
 def hardware_tuple(hw: Hardware) -> tuple[float, ...]:

@@ -5,7 +5,11 @@ Selection efficiency = time of the fastest measured config / time of the chosen 
 predicted vs measured time over each shape's measured configs, the worst shapes, and the
 same efficiency for peers (a fixed config; nvMatmulHeuristics when it is installed).
 
-    python -m theodolite.model.evaluate reports/results/bench-h100-bf16.json --profile profiles/X.h5
+    python -m theodolite.model.evaluate reports/results/validate-llm-h100.json \
+        reports/results/validate-random-dev-h100.json --profile profiles/X.h5 [--fit P ...] [--write-profile X.h5]
+
+Several results files are merged.  ``--write-profile`` stores the model parameters that were fitted (or set)
+into a profile (method "model-fit", settings naming the results files) through the atomic profile writer.
 """
 
 from __future__ import annotations
@@ -204,6 +208,50 @@ def fit(
     return values
 
 
+def write_parameters(
+    profile: Profile, values: dict[str, float], path: str, results_files: Sequence[str], note: str = ""
+) -> Profile:
+    """Store fitted model parameters in a copy of ``profile`` written to ``path`` (atomically, replacing it).
+
+    Each becomes a metric (unit from the schema, method "model-fit", settings naming the results files and
+    every parameter fitted together), so the model reads it from the profile instead of its code default.
+    """
+    import dataclasses
+
+    from theodolite.model.hardware import MODEL_PARAMETERS
+
+    from theodolite.profile.hdf5 import save_profile
+    from theodolite.profile.schema import METRICS, Measurement
+
+    unknown = sorted(set(values) - set(MODEL_PARAMETERS))
+    if unknown:
+        raise KeyError(f"not model parameters: {', '.join(unknown)}")
+    metrics = dict(profile.metrics)
+    settings = {"results": [str(f) for f in results_files], "fitted_together": sorted(values)}
+    for name, value in sorted(values.items()):
+        metrics[name] = Measurement(
+            name=name, value=float(value), unit=METRICS[name].unit, method="model-fit",
+            samples=np.array([float(value)]), settings=settings, note=note or MODEL_PARAMETERS[name][1],
+        )  # fmt: skip
+    updated = dataclasses.replace(profile, metrics=metrics)
+    save_profile(updated, path, overwrite=True)
+    return updated
+
+
+def per_suite(summary: Summary) -> dict[str, dict[str, float]]:
+    """Efficiency and Spearman per suite (shape names: llm.csv names vs random-dev's devNNN)."""
+    suites: dict[str, list[ShapeScore]] = {}
+    for s in summary.shapes:
+        suites.setdefault("random-dev" if s.name.startswith("dev") else "llm", []).append(s)
+    out = {}
+    for name, scores in sorted(suites.items()):
+        stats = _stats([s.efficiency for s in scores])
+        spear = [s.spearman for s in scores if math.isfinite(s.spearman)]
+        stats["spearman_median"] = float(np.median(spear)) if spear else math.nan
+        out[name] = stats
+    return out
+
+
 def format_summary(summary: Summary, worst: int = 15) -> str:
     lines = [
         f"shapes: {len(summary.shapes)}  (picks not measured: {summary.unmeasured_picks})",
@@ -214,6 +262,11 @@ def format_summary(summary: Summary, worst: int = 15) -> str:
         lines.append(
             f"peer {name}: geomean {stats['geomean']:.4f}  p5 {stats['p5']:.4f}  min {stats['min']:.4f}"
             f"  (n={stats['count']})"
+        )
+    for name, stats in per_suite(summary).items():
+        lines.append(
+            f"suite {name}: geomean {stats['geomean']:.4f}  p5 {stats['p5']:.4f}  min {stats['min']:.4f}"
+            f"  Spearman median {stats['spearman_median']:.3f}  (n={stats['count']})"
         )
     lines.append("")
     lines.append(f"worst {worst} shapes:")
@@ -229,25 +282,40 @@ def format_summary(summary: Summary, worst: int = 15) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m theodolite.model.evaluate", description=__doc__.split("\n")[0])
-    parser.add_argument("results", help="results JSON (bench or validate)")
+    parser.add_argument("results", nargs="+", help="results JSON (bench or validate); several are merged")
     parser.add_argument("--profile", default=None, help="profile file (default: resolution order)")
     parser.add_argument("--worst", type=int, default=15)
     parser.add_argument("--no-peers", action="store_true", help="skip nvMatmulHeuristics")
     parser.add_argument("--fit", nargs="*", default=None, metavar="PARAM", help="fit these model parameters first")
     parser.add_argument("--set", nargs="*", default=[], metavar="PARAM=VALUE", help="set model parameters")
+    parser.add_argument(
+        "--write-profile", default=None, metavar="PATH",
+        help="store the fitted/set parameters in this profile (a copy of --profile; replaced atomically)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     from theodolite.api import resolve
 
     profile = resolve(args.profile)
-    results = load_results(args.results)
+    from theodolite.results import merge_results
+
+    loaded = [load_results(path) for path in args.results]
+    results = loaded[0] if len(loaded) == 1 else merge_results(loaded)
+    stored: dict[str, float] = {}
     if args.set:
         from theodolite.model.hardware import set_parameters
 
-        set_parameters(**{item.split("=")[0]: float(item.split("=")[1]) for item in args.set})
+        stored.update({item.split("=")[0]: float(item.split("=")[1]) for item in args.set})
+        set_parameters(**stored)
     if args.fit is not None:
         names = args.fit or ["model_latency_hiding", "model_iteration_overhead", "model_tile_overhead"]
         values = fit(results, profile, names)
+        stored.update(values)
         print("fitted: " + ", ".join(f"{name}={value:.4g}" for name, value in values.items()))
+    if args.write_profile:
+        if not stored:
+            parser.error("--write-profile needs --fit or --set (nothing to store)")
+        write_parameters(profile, stored, args.write_profile, args.results)
+        print(f"wrote {', '.join(sorted(stored))} to {args.write_profile} (method model-fit)")
     pickers = {}
     if not args.no_peers:
         picker = nvmmh_picker()

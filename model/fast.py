@@ -1,10 +1,12 @@
 """Microsecond selection: the exact model on a few candidates instead of the whole space.
 
 Per (profile, dtype, alignment class) the full model is evaluated once, vectorised, on a grid
-of shapes (M, N, K at two points per octave, 1 .. 65536).  Each grid cell keeps as candidates
-the configs that are best at any of its 8 corners.  A new shape then costs one cell lookup and
-the exact model (``core.cost_scalar``) on those candidates, most frequent winner first, the
-rest skipped when a lower bound of their cost already exceeds the best found.  Shapes outside
+of shapes (M, N, K at two points per octave, 1 .. 65536) and on the centres of its cells.  Each
+cell keeps as candidates the configs that are best at any of its 8 corners or its centre (the
+centre catches winners that wave quantization makes best only inside the cell).  A new shape then
+costs one cell lookup and the exact model (``core.cost_scalar``) on those candidates, the one best
+at the cell's centre first, the rest skipped when a lower bound of their cost (analytic, or the
+lowest corner cost) already exceeds the best found.  Shapes outside
 the grid, batched problems, and cells whose candidates are all illegal use the full vectorised
 path.  So the pick is the model's exact argmin over the candidates; tests check it against the
 full argmin on random shapes.
@@ -28,7 +30,11 @@ GRID_LOG2_MAX = 16  # grid points 2^0 .. 2^16 per dimension
 STEPS_PER_OCTAVE = 2  # grid points per factor of two (cell_index below assumes 2)
 BOUND_MARGIN = 1.0 - 1e-9  # never prune a config whose bound ties the best (rounding)
 BUILD_AFTER = 1  # build a class's grid on first use: the pick never depends on what was selected before
-CANDIDATE_SLACK = 1.0  # a corner keeps every config within 5% of its best: the cost surface is not convex
+CANDIDATE_SLACK = 1.05  # a grid point keeps the configs within 5% of its best (up to CANDIDATE_RANKS of them)
+# the cost of a config inside a cell is at least its lowest corner cost while the cost grows with M, N and K; a
+# margin below 1 keeps configs whose cost falls slightly where that does not hold (Stream-K's remainder)
+CORNER_BOUND = 0.9
+CANDIDATE_RANKS = 1  # 1: each point keeps only its best (2 cut fast-path misses further but cost ~5 us per selection)
 
 _TOP = GRID_LOG2_MAX * STEPS_PER_OCTAVE
 _LOCK = threading.Lock()
@@ -44,8 +50,8 @@ class AlignmentClass:
         per_program = core.per_program(table, a_vec, b_vec)
         self.per_program = per_program
         columns = {name: per_program if name == "per_program" else getattr(table, name) for name in core.SCALAR_FIELDS}
-        if a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES:  # synchronous loads: no latency hidden (as core.cost)
-            columns["lat_div"] = np.ones_like(table.lat_div)
+        if a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES:  # synchronous loads: latency not hidden (as core.cost)
+            columns["lat_div"] = 1.0 / core.scalar_batches(table, a_vec, b_vec, table.hw) + 0.0 * table.lat_div
         self.scalar = [
             tuple(_number(columns[name] if name == "sm" else columns[name][i]) for name in core.SCALAR_FIELDS)
             for i in range(len(table.configs))
@@ -68,21 +74,61 @@ class AlignmentClass:
         coef = np.maximum(l2_coef, floor)
         # per wave, every work item needs at least iterations x (per_program + loop overhead) on its SM
         # (data-parallel variants; Stream-K's remainder is not counted)
-        it_min = np.where(table.is_streamk, 0.0, per_program + hw.iteration_overhead_s)
+        # (the latency term is at least an L2 hit's: it_f >= max(per_program, L2 latency / hiding) + overhead)
+        hide_min = (
+            hw.l2_latency_s / np.asarray(columns["lat_div"], dtype=float)
+            if hw.hbm_latency_s >= hw.l2_latency_s
+            else 0.0
+        )
+        it_min = np.where(table.is_streamk, 0.0, np.maximum(per_program, hide_min) + hw.iteration_overhead_s)
+        fixed_min = (hw.l2_latency_s if hw.hbm_latency_s >= hw.l2_latency_s else 0.0) + hw.tile_overhead_s
         self.bound = [
             (int(table.bm[i]), int(table.bn[i]), int(table.bk[i]), int(table.split[i]), float(coef[i]),
              int(table.slots[i]), int(table.pprog[i]), bool(table.is_splitk[i]), float(it_min[i]),
-             float(table.launch_fixed[i]))
+             float(table.launch_fixed[i]), float(fixed_min / max(float(it_min[i]), 1e-30)))
             for i in range(len(table.configs))
         ]  # fmt: skip
-        self.grid: list[tuple[int, ...]] | None = None
+        self.grid: list[tuple[tuple[int, float], ...]] | None = None
 
-    def build(self) -> list[tuple[int, ...]]:
-        """Candidates per grid cell: the (deduplicated) best configs at its 8 corners."""
+    def build(self) -> list[tuple[tuple[int, float], ...]]:
+        """Candidates per grid cell: the (deduplicated) configs within CANDIDATE_SLACK of the best at any of its 8
+        corners or at its centre, most likely winner first, each with a bound on its cost inside the cell."""
         if self.grid is not None:
             return self.grid
+        top = _TOP
+        points = 2.0 ** (np.arange(top + 1) / STEPS_PER_OCTAVE)
+        centres = 2.0 ** ((np.arange(top) + 0.5) / STEPS_PER_OCTAVE)
+        corner_times = self._times(points)
+        centre_times = self._times(centres)
+        near_corner = _near_best(corner_times)
+        kept = _near_best(centre_times)
+        low = np.full(kept.shape, np.inf)
+        for a in (0, 1):
+            for b in (0, 1):
+                for c in (0, 1):
+                    kept |= near_corner[a : a + top, b : b + top, c : c + top]
+                    low = np.minimum(low, corner_times[a : a + top, b : b + top, c : c + top])
+        count = kept.shape[-1]
+        kept = kept.reshape(-1, count)
+        low = low.reshape(-1, count) * CORNER_BOUND
+        twin = np.array(self.twin)
+        for i in np.flatnonzero(twin != np.arange(count)):  # twins cost the same: keep the first of each
+            kept[:, twin[i]] |= kept[:, i]
+            kept[:, i] = False
+        # most likely winner first: the cost at the cell's centre
+        order_key = np.where(kept, centre_times.reshape(-1, count), np.inf)
+        order = np.argsort(order_key, axis=1, kind="stable")
+        sizes = kept.sum(axis=1)
+        ordered_low = np.take_along_axis(low, order, axis=1)
+        self.grid = [
+            tuple(zip(order[r, : sizes[r]].tolist(), ordered_low[r, : sizes[r]].tolist(), strict=True))
+            for r in range(kept.shape[0])
+        ]
+        return self.grid
+
+    def _times(self, points: np.ndarray) -> np.ndarray:
+        """The model (legal configs only, else inf) on every (M, N, K) of ``points`` cubed: shape (g, g, g, configs)."""
         table = self.table
-        points = 2.0 ** (np.arange(_TOP + 1) / STEPS_PER_OCTAVE)
         g = points.size
         m = np.repeat(points, g * g)[:, None]
         n = np.tile(np.repeat(points, g), g)[:, None]
@@ -94,32 +140,22 @@ class AlignmentClass:
         if table._splitk_limit is not None:  # legality's split-K tile limit
             tiles = np.ceil(m / table.bm[None, :]) * np.ceil(n / table.bn[None, :])
             legal = legal & (~table.is_splitk[None, :] | (tiles <= table._splitk_limit))
-        times = np.where(legal, times, np.inf).reshape(g, g, g, -1)
-        best = times.min(axis=-1, keepdims=True)
-        near = times <= best * CANDIDATE_SLACK
-        cells = near[:-1, :-1, :-1] | near[1:, :-1, :-1] | near[:-1, 1:, :-1] | near[:-1, :-1, 1:]
-        cells = cells | near[1:, 1:, :-1] | near[1:, :-1, 1:] | near[:-1, 1:, 1:] | near[1:, 1:, 1:]
-        flat = cells.reshape(-1, cells.shape[-1])
-        wins = near.reshape(-1, near.shape[-1]).sum(axis=0)  # how often each config is a corner's best
-        grid = []
-        for row in flat:
-            kept = {self.twin[int(i)] for i in np.flatnonzero(row)}
-            grid.append(tuple(sorted(kept, key=lambda i: (-wins[i], i))))
-        self.grid = grid
-        return grid
+        return np.where(legal, times, np.inf).reshape(g, g, g, -1)
 
     def best_of(
-        self, cands: tuple[int, ...], legal: Sequence[bool], m: int, n: int, k: int
+        self, cands: tuple[tuple[int, float], ...], legal: Sequence[bool], m: int, n: int, k: int
     ) -> tuple[int, float] | None:
         """The exact model on the legal candidates: (index, seconds without copies), first index on ties."""
         hw, scalar, bound, out_bytes = self.hw, self.scalar, self.bound, self.out_bytes
         cost = core.cost_scalar
         best_i, best_t = -1, math.inf
-        for i in cands:
+        for i, corner_low in cands:
             if not legal[i]:
                 continue
             if best_i >= 0:
-                bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch = bound[i]
+                if corner_low > best_t:
+                    continue
+                bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch, fixed_its = bound[i]
                 tiles = -(-m // bm) * -(-n // bn)
                 k_steps = -(-k // bk)
                 iters = -(-k_steps // split)
@@ -129,7 +165,7 @@ class AlignmentClass:
                     conc = items if is_split else (tiles if tiles < pprog else pprog)
                     if conc > slots:
                         conc = slots
-                    waves_time = -(-items // conc) * iters * it_min
+                    waves_time = -(-items // conc) * (iters + fixed_its) * it_min
                     if waves_time > lower:
                         lower = waves_time
                 if (launch + lower) * BOUND_MARGIN > best_t:
@@ -138,6 +174,13 @@ class AlignmentClass:
             if t < best_t or (t == best_t and i < best_i):
                 best_i, best_t = i, t
         return (best_i, best_t) if best_i >= 0 else None
+
+
+def _near_best(times: np.ndarray) -> np.ndarray:
+    """Per point: the CANDIDATE_RANKS fastest configs that are within CANDIDATE_SLACK of the fastest."""
+    ranked = np.sort(times, axis=-1)
+    cut = np.minimum(ranked[..., :1] * CANDIDATE_SLACK, ranked[..., CANDIDATE_RANKS - 1 : CANDIDATE_RANKS])
+    return times <= cut
 
 
 def _number(value: object) -> float | int:
@@ -181,7 +224,7 @@ def cell_index(m: int, n: int, k: int) -> int | None:
 
 def choose_fast(table: ConfigTable, problem: Problem) -> tuple[int, float]:
     """(index, predicted seconds) of the model's pick: grid candidates when built, else the full space."""
-    a_vec, b_vec, copies = alignment(problem)
+    a_vec, b_vec, copies = alignment(problem, table.hw)
     mask = table.legal_mask(problem)
     m, n, k = problem.m, problem.n, problem.k
     cell = cell_index(m, n, k) if problem.batch == 1 else None

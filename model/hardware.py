@@ -53,6 +53,10 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         1.0,
         "issue cost of a scalar (misaligned-row) load relative to a vector load instruction",
     ),
+    "model_scalar_loads_in_flight": (
+        32.0,
+        "scalar (misaligned-row) loads one thread keeps outstanding per K-iteration before waiting for them",
+    ),
     "model_streamk_slowdown": (
         2.0,
         "time per K-iteration of Stream-K's shared-tile phase relative to its data-parallel phase",
@@ -63,6 +67,15 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "register-to-memory conversion of the epilogue)",
     ),
 }
+
+
+# The parameters fitted to measured data (the rest of MODEL_PARAMETERS are structural constants); a profile
+# without them runs on the code defaults above, which Hardware.defaults_used names.
+FITTED_PARAMETERS = (
+    "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_mma_small_rate",
+    "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra", "model_streamk_slowdown",
+    "model_scalar_load_cost", "model_scalar_loads_in_flight",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -98,12 +111,14 @@ class Hardware:
     launch_kernel_s: float  # one launch of our launcher: profile launch_overhead + model_launch_extra
     tma_launch_extra_s: float
     scalar_vec: float  # effective bytes per load instruction of a misaligned operand
+    scalar_in_flight: float  # scalar loads a thread keeps outstanding
     mma_min_m: float
     mma_small_rate: float
     streamk_slowdown: float
     mma_instruction_s: float
     mma_max_n: float
     limits: KernelLimits
+    defaults_used: tuple[str, ...] = ()  # fitted model parameters taken from the code defaults (no fit in profile)
 
     @property
     def per_sm_copy(self) -> float:
@@ -119,6 +134,22 @@ def _parameter(profile: Profile, name: str) -> float:
         return _OVERRIDES[name]
     value = profile.get(name)
     return float(MODEL_PARAMETERS[name][0] if value is None else value)
+
+
+def parameter_sources(profile: Profile) -> dict[str, str]:
+    """Where each model parameter comes from: "override" (set_parameters), "profile" (a fit stored in the
+    profile, method "model-fit") or "default" (the code's fallback below, fitted on the H100 bf16 sweep)."""
+    return {
+        name: "override" if name in _OVERRIDES else ("profile" if profile.get(name) is not None else "default")
+        for name in MODEL_PARAMETERS
+    }
+
+
+def defaults_used(profile: Profile) -> tuple[str, ...]:
+    """The fitted model parameters this profile lacks, so the code defaults stand in (datasheet profiles).
+    The structural constants (issue rate, instruction widths) are not counted."""
+    sources = parameter_sources(profile)
+    return tuple(name for name in FITTED_PARAMETERS if sources[name] == "default")
 
 
 def current_parameters(profile: Profile) -> dict[str, float]:
@@ -196,10 +227,12 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         launch_kernel_s=float(profile.value("launch_overhead")) + _parameter(profile, "model_launch_extra"),
         tma_launch_extra_s=_parameter(profile, "model_tma_launch_extra"),
         scalar_vec=DTYPE_BYTES[dtype] / _parameter(profile, "model_scalar_load_cost"),
+        scalar_in_flight=_parameter(profile, "model_scalar_loads_in_flight"),
         mma_min_m=_parameter(profile, "model_mma_min_m"),
         mma_small_rate=_parameter(profile, "model_mma_small_rate"),
         streamk_slowdown=_parameter(profile, "model_streamk_slowdown"),
         mma_instruction_s=_parameter(profile, "model_mma_instruction_overhead") / clock,
         mma_max_n=_parameter(profile, "model_mma_max_n"),
         limits=limits,
+        defaults_used=defaults_used(profile),
     )

@@ -31,6 +31,7 @@ from theodolite.kernels.config import (
     config_space,
     legality,
     needs_aligned_copy,
+    operand_loads,
 )
 from theodolite.model import compute, core, memory, occupancy
 from theodolite.model.hardware import Hardware, hardware
@@ -93,6 +94,10 @@ class ConfigTable:
         self.index = {key: i for i, key in enumerate(self.keys)}
         builds = [profile.kernel_build(c.variant, c.key, dtype) for c in configs]
         self.builds = builds
+        # the binaries of misaligned, uncopied operands (element-wise loads): they may spill where the
+        # vector ones do not; a profile without them falls back to the vector builds
+        self.scalar_builds = [profile.kernel_build(c.variant, c.key, dtype, "scalar") or b for c, b in
+                              zip(configs, builds, strict=True)]  # fmt: skip
 
         def arr(values: Sequence[float]) -> np.ndarray:
             return np.array(values, dtype=np.float64)
@@ -176,10 +181,9 @@ class ConfigTable:
         mask = self._legal.get(key)
         if mask is None:
             limits = self.hw.limits
+            builds = self.scalar_builds if operand_loads(problem) == "scalar" else self.builds
             mask = (
-                np.array(
-                    [legality(c, problem, limits, b) is None for c, b in zip(self.configs, self.builds, strict=True)]
-                )
+                np.array([legality(c, problem, limits, b) is None for c, b in zip(self.configs, builds, strict=True)])
                 & self.fit_ok
             )
             mask.setflags(write=False)
@@ -227,21 +231,24 @@ def table_for(profile: Profile, dtype: str, variants_: tuple[str, ...] | None = 
     return table
 
 
-def hardware_scalar_vec(dtype: str) -> float:
-    """Effective bytes per load instruction of a misaligned operand (element size / scalar load cost)."""
+def alignment(problem: Problem, hw: Hardware | None = None) -> tuple[float, float, tuple[bool, bool]]:
+    """Bytes per load instruction of A and B as the kernel will run them, and the aligned copies gemm() makes.
+
+    ``hw``: the table's hardware (its model_scalar_load_cost); None reads the profile-less default/override.
+    """
+    copies = needs_aligned_copy(problem)
+    scalar = hw.scalar_vec if hw is not None else _default_scalar_vec(problem.dtype)
+    a_vec = compute.VECTOR_BYTES if (problem.a_aligned or copies[0]) else scalar
+    b_vec = compute.VECTOR_BYTES if (problem.b_aligned or copies[1]) else scalar
+    return a_vec, b_vec, copies
+
+
+def _default_scalar_vec(dtype: str) -> float:
+    """Effective bytes per load instruction of a misaligned operand without a profile (override or default)."""
     from theodolite.model.hardware import _OVERRIDES, MODEL_PARAMETERS
 
     cost = _OVERRIDES.get("model_scalar_load_cost", MODEL_PARAMETERS["model_scalar_load_cost"][0])
     return DTYPE_BYTES[dtype] / cost
-
-
-def alignment(problem: Problem) -> tuple[float, float, tuple[bool, bool]]:
-    """Bytes per load instruction of A and B as the kernel will run them, and the aligned copies gemm() makes."""
-    copies = needs_aligned_copy(problem)
-    scalar = hardware_scalar_vec(problem.dtype)
-    a_vec = compute.VECTOR_BYTES if (problem.a_aligned or copies[0]) else scalar
-    b_vec = compute.VECTOR_BYTES if (problem.b_aligned or copies[1]) else scalar
-    return a_vec, b_vec, copies
 
 
 def copy_time(problem: Problem, copies: tuple[bool, bool], hw: Hardware) -> float:
@@ -256,7 +263,7 @@ def evaluate(table: ConfigTable, problem: Problem, detail: bool = False) -> tupl
     """Predicted seconds of every config of ``table`` for ``problem`` (legal or not), and term arrays."""
     hw = table.hw
     m, n, k, batch = problem.m, problem.n, problem.k, problem.batch
-    a_vec, b_vec, copies = alignment(problem)
+    a_vec, b_vec, copies = alignment(problem, hw)
     copy_s = copy_time(problem, copies, hw)
     if m == 0 or n == 0 or k == 0 or batch == 0:
         base = np.full(table.bm.shape, hw.launch_s)

@@ -173,8 +173,8 @@ def run(ctx: ProbeContext) -> ProbeResult:
     if polls:
         result.curves["clock_nvml_under_matrix_load"] = Curve(
             name="clock_nvml_under_matrix_load",
-            x=[p[0] for p in polls],
-            y=[p[1] for p in polls],
+            x=np.array([p[0] for p in polls], dtype=float),
+            y=np.array([p[1] for p in polls], dtype=float),
             x_unit="s",
             y_unit="Hz",
             method="clock.nvml_poll",

@@ -109,7 +109,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
         y_label="L2 read bandwidth",
         attrs={"working_set_bytes": plateau_bytes},
     )
-    x = None  # free the sweep buffer
+    del x  # free the sweep buffer
 
     # latency: near and far classes
     ring = Ring(RING_BYTES, device, seed=1)

@@ -6,7 +6,9 @@ metric's nature: counts the driver reports are exact, capacities +-5%, bandwidth
 the larger coefficient of variation of the two measurements when they are noisier than that.
 Some metrics define the SKU (memory capacity and bandwidth, L2 size, SM count): they are checked as
 strictly as the rest, and when the two profiles name different devices the page says so, because
-those metrics are *expected* to fail then.
+those metrics are *expected* to fail then.  Shown but not judged ("info"): model parameters fitted
+to validation results, the clock ramp (idle state), and launch costs (host-dependent) unless a
+tolerance file names them.
 
 Tolerance file (TOML or JSON) overrides the defaults::
 
@@ -82,8 +84,15 @@ SKU_IDENTITY = frozenset(
         "sm_count",
         "clock_max_hz",
         "hbm_latency",
+        # L2 bandwidth scales with the L2 slices a SKU enables (H100 SXM: 50 of the die's 60 MB)
+        "l2_bandwidth",
     }
 )
+# Properties of the host (CPU, driver, OS) as much as of the card (host names do not tell machines
+# apart: ours are all "vm"): informational unless a tolerance file names them.
+HOST_DEPENDENT = frozenset({"launch_overhead", "launch_roundtrip"})
+# Never pass/fail: the clock ramp depends on how idle the card was before calibration.
+INFORMATIONAL = frozenset({"clock_ramp_s"})
 UNIT_DEFAULTS: dict[str, Tolerance] = {
     "1": Tolerance(rel=0.0),
     "B": Tolerance(rel=0.05),
@@ -195,7 +204,7 @@ class CheckRow:
     new: float | None
     ref: float | None
     tolerance: str
-    status: str  # "pass", "FAIL", "missing", "skip", "extra"
+    status: str  # "pass", "FAIL", "missing", "skip", "extra", "info"
     note: str = ""
 
     @property
@@ -235,6 +244,22 @@ def same_sku(new: Profile, ref: Profile) -> bool:
     return new.device_name.strip().lower() == ref.device_name.strip().lower()
 
 
+def _informational(name: str, new: Profile, ref: Profile) -> str | None:
+    """Why a metric is shown but not judged (None: it is judged)."""
+    if name.startswith("model_"):
+        return "model parameter fitted to validation results, not a hardware measurement"
+    if name in INFORMATIONAL:
+        return "depends on how idle the card was before calibration"
+    if name in HOST_DEPENDENT:
+        return "measures the host (CPU, driver, OS) as much as the card; name it in a tolerance file to judge it"
+    return None
+
+
+def expected_failure(row: CheckRow) -> bool:
+    """A failed SKU-defining metric of two different devices: what a cross-SKU comparison should show."""
+    return row.failed and "SKU-defining" in row.note
+
+
 def check_profiles(new: Profile, ref: Profile, tolerances: Tolerances | None = None) -> list[CheckRow]:
     """One row per metric of either profile, in schema order; ``failed`` rows make the check fail."""
     tolerances = tolerances or Tolerances({}, {})
@@ -251,8 +276,12 @@ def check_profiles(new: Profile, ref: Profile, tolerances: Tolerances | None = N
         for label, profile in (("new", new), ("ref", ref)):
             if name in profile.metrics and profile.metrics[name].flagged:
                 notes.append(f"{label} value is noisy (CV {profile.metrics[name].cv:.1%})")
+        info = _informational(name, new, ref) if name not in tolerances.metrics else None
         if tolerance.skip:
             status = "skip"
+        elif info is not None:
+            status = "info"
+            notes.append(info)
         elif value_ref is None:
             status = "extra"
             notes.append("not in the reference")
@@ -297,11 +326,11 @@ def terminal_table(rows: list[CheckRow], new: Profile, ref: Profile) -> Any:
 
     failed = sum(row.failed for row in rows)
     title = f"check {new.device_name} ({new.origin}) against {ref.device_name} ({ref.origin})"
-    caption = f"{len(rows)} metrics, {failed} failed: " + ("FAIL" if failed else "PASS")
+    caption = f"{len(rows)} metrics, {failed} failed{_split(rows)}: " + ("FAIL" if failed else "PASS")
     table = Table(title=title, caption=caption)
     for column in HEADERS:
         table.add_column(column, overflow="fold")
-    styles = {"FAIL": "red", "missing": "red", "pass": "green", "skip": "dim", "extra": "yellow"}
+    styles = {"FAIL": "red", "missing": "red", "pass": "green", "skip": "dim", "extra": "yellow", "info": "dim"}
     for row in rows:
         cells = row_cells(row)
         style = styles.get(row.status, "")
@@ -310,13 +339,23 @@ def terminal_table(rows: list[CheckRow], new: Profile, ref: Profile) -> Any:
     return table
 
 
+def _split(rows: list[CheckRow]) -> str:
+    """' (N SKU-defining, as expected for different devices; M unexpected)' when any failure is expected."""
+    expected = sum(expected_failure(row) for row in rows)
+    if not expected:
+        return ""
+    unexpected = sum(row.failed for row in rows) - expected
+    return f" ({expected} SKU-defining, as expected for different devices; {unexpected} unexpected)"
+
+
 def render_check_html(rows: list[CheckRow], new: Profile, ref: Profile, tolerance_file: str | None = None) -> str:
     from theodolite.reports import html
 
     failed = [row for row in rows if row.failed]
     badge = '<span class="badge bad">FAIL</span>' if failed else '<span class="badge good">PASS</span>'
     body = [
-        f"<p>{badge} {len(rows)} metrics checked, {len(failed)} failed. New card: <b>{html.esc(new.device_name)}</b> "
+        f"<p>{badge} {len(rows)} metrics checked, {len(failed)} failed{html.esc(_split(rows))}. "
+        f"New card: <b>{html.esc(new.device_name)}</b> "
         f"({html.esc(new.origin)}, fingerprint {html.esc(new.fingerprint)}); reference: "
         f"<b>{html.esc(ref.device_name)}</b> ({html.esc(ref.origin)}, fingerprint {html.esc(ref.fingerprint)}).</p>",
         "<p class='small'>A metric passes when the new value is within its tolerance of the reference "

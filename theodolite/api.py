@@ -132,6 +132,12 @@ class Selection:
             "time = launch + aligned copy + max(SMs: waves x (latency + iterations x max(programs x max(mma, smem, "
             "issue), latency/(stages-1))), memory: L2 requests / L2 bw, HBM misses + stores / HBM bw) + fix-up"
         )
+        defaults = self._table.hw.defaults_used
+        if defaults:
+            lines.append(
+                f"model parameters not fitted in this profile (code defaults used): {', '.join(defaults)}; "
+                "fit them with python -m theodolite.model.evaluate RESULTS --fit ... --write-profile P"
+            )
         return "\n".join(lines)
 
 

@@ -99,3 +99,23 @@ def test_noisy_measurements_widen_their_tolerance(make_measured) -> None:  # noq
     assert row.status == "pass" and "widened" in row.note
     exact = replace(ref, metrics={**ref.metrics, "sm_count": Measurement("sm_count", 114, "1", "driver")})
     assert {r.metric for r in check_profiles(exact, ref) if r.failed} == {"sm_count"}
+
+
+def test_bundled_h200_against_h100_fails_only_on_sku_metrics() -> None:
+    """The measured profiles we ship: H200 vs H100 fails on memory and L2 (expected), nothing spurious."""
+    from theodolite.reports.check import expected_failure
+
+    from theodolite.profile import load_profile
+
+    root = Path(__file__).resolve().parents[2] / "profiles"
+    h100 = load_profile(root / "nvidia-h100-80gb-hbm3.h5")
+    h200 = load_profile(root / "nvidia-h200.h5")
+    rows = check_profiles(h200, h100)
+    failed = {row.metric for row in rows if row.failed}
+    assert {"memory_bytes", "hbm_read_bandwidth", "hbm_copy_bandwidth", "l2_bytes"} <= failed
+    assert all(expected_failure(row) for row in rows if row.failed), failed
+    status = {row.metric: row.status for row in rows}
+    assert status["launch_overhead"] == "info" and status["clock_ramp_s"] == "info"
+    assert all(status[name] == "info" for name in status if name.startswith("model_"))
+    assert status["mma_throughput_bf16"] == "pass" and status["sm_count"] == "pass"
+    assert verdict(check_profiles(h100, h100))

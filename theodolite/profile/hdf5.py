@@ -34,6 +34,7 @@ from theodolite.profile.schema import (
 _PROVENANCE_FIELDS = tuple(Provenance.__dataclass_fields__)
 _BUILD_FIELDS = tuple(KernelBuild.__dataclass_fields__)
 _BUILD_INT_FIELDS = ("n_regs", "n_spills", "shared_bytes", "num_stages")
+_BUILD_OPTIONAL = ("loads",)  # added in 1.0 files after the first ones; absent means "vector"
 
 
 def save_profile(profile: Profile, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -225,10 +226,10 @@ _EMPTY = _Empty()
 def _read_builds(group: h5py.Group | None, where: str) -> tuple[KernelBuild, ...]:
     if group is None or len(group) == 0:
         return ()
-    missing = [column for column in _BUILD_FIELDS if column not in group]
+    missing = [column for column in _BUILD_FIELDS if column not in group and column not in _BUILD_OPTIONAL]
     if missing:
         raise ProfileError(f"{where}: /kernel_builds lacks column(s) {', '.join(missing)}")
-    columns = {column: group[column][()] for column in _BUILD_FIELDS}
+    columns = {column: group[column][()] for column in _BUILD_FIELDS if column in group}
     lengths = {len(values) for values in columns.values()}
     if len(lengths) != 1:
         raise ProfileError(f"{where}: /kernel_builds columns have different lengths")

@@ -102,6 +102,43 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "launch_overhead": MetricSpec("s", "back-to-back empty-kernel launch cost", True, 0, 1e-2),
         "launch_roundtrip": MetricSpec("s", "launch plus synchronize round trip", False, 0, 1e-1),
         "program_start_cost": MetricSpec("s", "extra time per program (block) launched", False, 0, 1e-3),
+        # --- model parameters: fitted to measured selection data (method "model-fit"), not hardware figures ---
+        "model_iteration_overhead": MetricSpec(
+            "cycle", "model fit: loop bookkeeping per K-iteration of one program", False, 0, 1e6
+        ),
+        "model_issue_rate": MetricSpec("1", "model fit: warp instructions an SM issues per cycle", False, 0, 64),
+        "model_load_instructions": MetricSpec(
+            "1", "model fit: warp instructions per vector load of a pointer-based kernel", False, 0, 64
+        ),
+        "model_latency_hiding": MetricSpec(
+            "1", "model fit: fraction of the prefetched K-steps whose latency overlaps", False, 0, 1
+        ),
+        "model_mma_instruction_overhead": MetricSpec(
+            "cycle", "model fit: cycles per matrix instruction beyond its FLOPs", False, 0, 1e4
+        ),
+        "model_mma_max_n": MetricSpec(
+            "1", "model fit: widest N of one asynchronous matrix instruction", False, 0, 4096
+        ),
+        "model_mma_min_m": MetricSpec(
+            "1", "model fit: tile rows below which the synchronous matrix path is used", False, 0, 4096
+        ),
+        "model_mma_small_rate": MetricSpec(
+            "1", "model fit: synchronous matrix rate relative to the matrix rate", False, 0, 1
+        ),
+        "model_launch_extra": MetricSpec("s", "model fit: launch cost beyond launch_overhead", False, 0, 1e-2),
+        "model_tma_launch_extra": MetricSpec("s", "model fit: extra cost of a TMA launch", False, 0, 1e-2),
+        "model_scalar_load_cost": MetricSpec(
+            "1", "model fit: issue cost of a scalar (misaligned) load relative to a vector load", False, 0, 1e3
+        ),
+        "model_scalar_loads_in_flight": MetricSpec(
+            "1", "model fit: scalar loads a thread keeps outstanding per K-iteration", False, 0, 1e9
+        ),
+        "model_streamk_slowdown": MetricSpec(
+            "1", "model fit: Stream-K shared-tile iteration time relative to data-parallel", False, 0, 1e3
+        ),
+        "model_tile_overhead": MetricSpec(
+            "cycle", "model fit: cycles per output tile outside the K loop", False, 0, 1e6
+        ),
     }
 )
 
@@ -232,6 +269,9 @@ class KernelBuild:
     n_spills: int
     shared_bytes: int
     num_stages: int
+    # "vector": the binary for 16-byte aligned (or copied) operands; "scalar": the one gemm() runs on
+    # misaligned operands it does not copy (element-wise loads, a different register budget)
+    loads: str = "vector"
 
 
 @dataclass(frozen=True)
@@ -277,22 +317,25 @@ class Profile:
         for name in sorted(self.metrics):
             measurement = self.metrics[name]
             digest.update(f"{name}={measurement.value:.6g}{measurement.unit};".encode())
-        for build in sorted(self.kernel_builds, key=lambda b: (b.variant, b.config_key, b.dtype, b.architecture)):
+        for build in sorted(
+            self.kernel_builds, key=lambda b: (b.variant, b.config_key, b.dtype, b.architecture, b.loads)
+        ):
+            loads = "" if build.loads == "vector" else f"|{build.loads}"  # vector-only profiles keep their hash
             digest.update(
                 f"{build.variant}|{build.config_key}|{build.dtype}|{build.architecture}|"
-                f"{build.n_regs}|{build.n_spills}|{build.shared_bytes}|{build.num_stages};".encode()
+                f"{build.n_regs}|{build.n_spills}|{build.shared_bytes}|{build.num_stages}{loads};".encode()
             )
         return digest.hexdigest()[:16]
 
-    def kernel_build(self, variant: str, config_key: str, dtype: str) -> KernelBuild | None:
+    def kernel_build(self, variant: str, config_key: str, dtype: str, loads: str = "vector") -> KernelBuild | None:
         """Compiler facts for a config on this profile's architecture, if calibration gathered them."""
-        return self._build_index().get((variant, config_key, dtype))
+        return self._build_index().get((variant, config_key, dtype, loads))
 
-    def _build_index(self) -> Mapping[tuple[str, str, str], KernelBuild]:
+    def _build_index(self) -> Mapping[tuple[str, str, str, str], KernelBuild]:
         index = self.__dict__.get("_index")
         if index is None:
             index = {
-                (b.variant, b.config_key, b.dtype): b
+                (b.variant, b.config_key, b.dtype, b.loads): b
                 for b in self.kernel_builds
                 if b.architecture == self.provenance.architecture
             }
@@ -341,3 +384,5 @@ def validate(profile: Profile) -> None:
     for build in profile.kernel_builds:
         if build.n_regs < 0 or build.n_spills < 0 or build.shared_bytes < 0:
             raise ProfileError(f"{where}: kernel build {build.variant}/{build.config_key} has negative resources")
+        if build.loads not in ("vector", "scalar"):
+            raise ProfileError(f"{where}: kernel build {build.config_key} has unknown loads {build.loads!r}")

@@ -1,0 +1,65 @@
+"""Refresh the compiler facts (``kernel_builds``) of existing profiles, with no GPU.
+
+Calibration gathers them already; this is for when the bundled kernels or their config space
+change after a card was calibrated: Triton compiles every config for the profile's architecture
+(its bundled ptxas reports registers and spills) and the profile is rewritten atomically with the
+new builds and every measured value untouched.
+
+    python -m theodolite.probes.builds profiles/nvidia-h100-80gb-hbm3.h5 profiles/nvidia-h200.h5
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from collections.abc import Sequence
+
+from theodolite.errors import TheodoliteError
+from theodolite.profile.hdf5 import load_profile, save_profile
+from theodolite.profile.schema import KernelBuild
+
+DEFAULT_DTYPES = ("bf16", "fp16")
+
+
+def refresh(paths: Sequence[str], dtypes: Sequence[str] = DEFAULT_DTYPES, workers: int | None = None) -> None:
+    """Compile once per architecture, then rewrite each profile with those builds."""
+    from theodolite.kernels.build import compile_builds
+
+    profiles = [(path, load_profile(path)) for path in paths]
+    by_arch: dict[str, list[KernelBuild]] = {}
+    for path, profile in profiles:
+        arch = profile.provenance.architecture
+        if not arch.startswith("sm_"):
+            raise TheodoliteError(f"{path}: architecture {arch!r}: only NVIDIA (sm_XX) builds can be compiled here")
+        if arch not in by_arch:
+            start = time.time()
+            by_arch[arch] = compile_builds(tuple(dtypes), architecture=arch, workers=workers)
+            print(f"{arch}: {len(by_arch[arch])} builds in {time.time() - start:.1f}s")
+    for path, profile in profiles:
+        fresh = by_arch[profile.provenance.architecture]
+        renewed = {(b.variant, b.config_key, b.dtype, b.loads) for b in fresh}
+        kept = [b for b in profile.kernel_builds if (b.variant, b.config_key, b.dtype, b.loads) not in renewed]
+        updated = dataclasses.replace(profile, kernel_builds=tuple(kept + fresh))
+        save_profile(updated, path, overwrite=True)
+        spills = sum(1 for b in fresh if b.n_spills > 0)
+        print(f"{path}: {len(fresh)} builds written ({spills} spill), fingerprint {updated.fingerprint}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m theodolite.probes.builds", description=__doc__.splitlines()[0])
+    parser.add_argument("profiles", nargs="+", help="profile files to update in place")
+    parser.add_argument("--dtypes", default=",".join(DEFAULT_DTYPES), help="comma list (default bf16,fp16)")
+    parser.add_argument("--workers", type=int, default=None, help="compile processes (default: CPUs)")
+    args = parser.parse_args(argv)
+    try:
+        refresh(args.profiles, [d for d in args.dtypes.split(",") if d], args.workers)
+    except TheodoliteError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

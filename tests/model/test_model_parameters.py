@@ -1,0 +1,100 @@
+"""Fitted model parameters live in the profile: stored by evaluate --write-profile, read back by the model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from theodolite.kernels.config import GemmConfig, Problem
+from theodolite.model import core
+from theodolite.model.evaluate import write_parameters
+from theodolite.model.hardware import (
+    FITTED_PARAMETERS,
+    MODEL_PARAMETERS,
+    hardware,
+    parameter_sources,
+    reset_parameters,
+)
+from theodolite.model.predict import clear_tables, predict
+
+from theodolite.profile import load_profile
+from theodolite.profile.datasheet import h100_sxm
+from theodolite.profile.schema import METRICS, Measurement
+
+
+def test_every_model_parameter_is_an_optional_metric() -> None:
+    for name in MODEL_PARAMETERS:
+        spec = METRICS[name]
+        assert not spec.required
+        assert spec.unit in ("1", "cycle", "s")
+        assert "model fit" in spec.description
+
+
+def test_round_trip_through_the_profile_writer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    reset_parameters()
+    base = h100_sxm()
+    assert set(hardware(base, "bf16").defaults_used) == set(FITTED_PARAMETERS)
+    path = tmp_path / "fitted.h5"
+    write_parameters(base, {"model_iteration_overhead": 321.0, "model_launch_extra": 7e-7}, str(path), ["r.json"])
+    loaded = load_profile(path)
+    stored = loaded.metrics["model_iteration_overhead"]
+    assert stored.value == 321.0
+    assert stored.unit == "cycle"
+    assert stored.method == "model-fit"
+    assert list(stored.settings["results"]) == ["r.json"]
+    assert loaded.metrics["model_launch_extra"].unit == "s"
+    sources = parameter_sources(loaded)
+    assert sources["model_iteration_overhead"] == "profile"
+    assert sources["model_tile_overhead"] == "default"
+    hw = hardware(loaded, "bf16")
+    assert "model_iteration_overhead" not in hw.defaults_used
+    assert "model_tile_overhead" in hw.defaults_used
+    assert hw.iteration_overhead_s == pytest.approx(321.0 / hw.clock_hz)
+    # everything the profile had is kept
+    assert loaded.value("sm_count") == base.value("sm_count")
+
+
+def test_a_profile_value_changes_predictions() -> None:
+    reset_parameters()
+    base = h100_sxm()
+    slower = dataclasses.replace(
+        base,
+        metrics={
+            **base.metrics,
+            "model_iteration_overhead": Measurement("model_iteration_overhead", 4000.0, "cycle", "model-fit"),
+        },
+    )
+    problem = Problem(4096, 4096, 4096)
+    config = GemmConfig("persistent", 128, 128, 64, num_warps=8)
+    clear_tables()
+    t_base = predict(problem, config, base).time_s
+    t_slow = predict(problem, config, slower).time_s
+    assert t_slow > t_base * 1.05
+
+
+def test_scalar_load_cost_from_the_profile_reaches_misaligned_predictions() -> None:
+    reset_parameters()
+    base = h100_sxm()
+    costly = dataclasses.replace(
+        base,
+        metrics={
+            **base.metrics,
+            "model_scalar_load_cost": Measurement("model_scalar_load_cost", 8.0, "1", "model-fit"),
+        },
+    )
+    problem = Problem(1000, 999, 777)  # misaligned rows, below the copy threshold: scalar loads
+    config = GemmConfig("persistent", 64, 64, 128, num_warps=4, num_stages=4)
+    assert predict(problem, config, costly).time_s > predict(problem, config, base).time_s
+
+
+def test_scalar_batches_count_round_trips() -> None:
+    hw = hardware(h100_sxm(), "bf16")
+
+    class C:
+        bm, bn, bk, warps = 128.0, 128.0, 128.0, 8.0
+
+    in_flight = hw.scalar_in_flight
+    per_thread = (128 + 128) * 128 / (8 * hw.warp_size)
+    expected = max(-(-per_thread // in_flight), 1.0)
+    assert core.scalar_batches(C, 2.0, 2.0, hw, core.ScalarOps) == expected
+    assert core.scalar_batches(C, 16.0, 16.0, hw, core.ScalarOps) == 1.0

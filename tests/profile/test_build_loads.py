@@ -1,0 +1,48 @@
+"""Kernel builds per load kind: the binary of misaligned (scalar-load) operands has its own resources."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import h5py
+from theodolite.kernels.config import GemmConfig, KernelLimits, Problem, legal_configs, legality, operand_loads
+
+from theodolite.profile import KernelBuild, Profile, load_profile, save_profile
+
+KEY = "persistent/128x128x128/g8/w8/s3/k1"
+
+
+def _with_builds(profile: Profile) -> Profile:
+    builds = (
+        KernelBuild("persistent", KEY, "bf16", "sm_90", 230, 0, 196608, 3),
+        KernelBuild("persistent", KEY, "bf16", "sm_90", 255, 408, 65536, 3, loads="scalar"),
+    )
+    return replace(profile, kernel_builds=builds)
+
+
+def test_scalar_builds_round_trip_and_old_files_read_as_vector(measured_profile: Profile, tmp_path: Path) -> None:
+    profile = _with_builds(measured_profile)
+    loaded = load_profile(save_profile(profile, tmp_path / "p.h5"))
+    assert loaded.kernel_build("persistent", KEY, "bf16").n_spills == 0
+    assert loaded.kernel_build("persistent", KEY, "bf16", "scalar").n_spills == 408
+    assert loaded.fingerprint == profile.fingerprint
+    # a file written before the loads column existed (vector builds only) still loads, fingerprint intact
+    vector_only = replace(profile, kernel_builds=profile.kernel_builds[:1])
+    path = save_profile(vector_only, tmp_path / "old.h5")
+    with h5py.File(path, "r+") as file:
+        del file["kernel_builds"]["loads"]
+    old = load_profile(path)
+    assert [b.loads for b in old.kernel_builds] == ["vector"] and old.fingerprint == vector_only.fingerprint
+
+
+def test_misaligned_problem_is_judged_by_its_scalar_build(measured_profile: Profile) -> None:
+    profile = _with_builds(measured_profile)
+    limits = KernelLimits.from_profile(profile)
+    config = GemmConfig.from_key(KEY)
+    aligned = Problem(4096, 4096, 4096)
+    misaligned = Problem(300, 300, 583)  # K rows of 583 bf16: not 16-byte aligned, too small to copy
+    assert operand_loads(aligned) == "vector" and operand_loads(misaligned) == "scalar"
+    assert config in legal_configs(aligned, limits, profile)
+    assert config not in legal_configs(misaligned, limits, profile)
+    assert "spills" in (legality(config, misaligned, limits, profile.kernel_build("persistent", KEY, "bf16", "scalar")))
