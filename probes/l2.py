@@ -109,7 +109,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
         y_label="L2 read bandwidth",
         attrs={"working_set_bytes": plateau_bytes},
     )
-    del x  # free the sweep buffer
+    x = x.new_empty(0)  # free the sweep buffer (the closures above keep a reference to the name)
 
     # latency: near and far classes
     ring = Ring(RING_BYTES, device, seed=1)
