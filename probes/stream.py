@@ -1,6 +1,11 @@
-"""Streaming kernels shared by the L2 and HBM probes: read (``.cg``, L1 bypassed), write, copy."""
+"""Streaming kernels of the L2 and HBM probes: read (``.cg``, L1 bypassed), write and copy.
+
+Persistent kernels (a fixed share per program) and one-block-per-program ("flat") ones.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import triton
 import triton.language as tl
@@ -87,3 +92,139 @@ class Streamer:
             launches=launches,
         )
         return seconds, 8.0 * n * self.programs
+
+
+# --- one block per program ("flat"): the hardware block scheduler balances the work -------------
+# The persistent kernels above give every program a fixed share, so a grid that is not exactly one
+# resident wave (registers decide how many programs fit per SM) ends in a partly idle tail, and the
+# programs' streams drift apart over the buffer.  The flat kernels launch one program per block of
+# BLOCK elements (as torch's elementwise copy does), so the grid front moves through the buffer
+# together and there is no tail beyond the last partial wave of tiny programs.  Hints are constexpr
+# strings: LOAD_CM (".cg" bypasses L1), EVICT ("evict_first" marks lines as streaming in L2),
+# STORE_CM (".cs" streaming store).
+
+
+@triton.jit
+def flat_read_kernel(
+    x_ptr,
+    out_ptr,
+    n,
+    BLOCK: tl.constexpr,
+    EVEN: tl.constexpr,
+    LOAD_CM: tl.constexpr = ".cg",
+    EVICT: tl.constexpr = "",
+):
+    """Reads its block; stores only where a value equals -1 (never, for data in [0, 1)), so the
+    loads cannot be removed and the store moves no bytes."""
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        x = tl.load(x_ptr + offs, cache_modifier=LOAD_CM, eviction_policy=EVICT)
+    else:
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0, cache_modifier=LOAD_CM, eviction_policy=EVICT)
+    tl.store(out_ptr + tl.arange(0, BLOCK), x, mask=x == -1.0)
+
+
+@triton.jit
+def flat_write_kernel(
+    x_ptr, n, value, BLOCK: tl.constexpr, EVEN: tl.constexpr, STORE_CM: tl.constexpr = "", EVICT: tl.constexpr = ""
+):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.zeros([BLOCK], dtype=tl.float32) + value
+    if EVEN:
+        tl.store(x_ptr + offs, v, cache_modifier=STORE_CM, eviction_policy=EVICT)
+    else:
+        tl.store(x_ptr + offs, v, mask=offs < n, cache_modifier=STORE_CM, eviction_policy=EVICT)
+
+
+@triton.jit
+def flat_copy_kernel(
+    src_ptr,
+    dst_ptr,
+    n,
+    BLOCK: tl.constexpr,
+    EVEN: tl.constexpr,
+    LOAD_CM: tl.constexpr = ".cg",
+    EVICT: tl.constexpr = "",
+    STORE_CM: tl.constexpr = "",
+):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        x = tl.load(src_ptr + offs, cache_modifier=LOAD_CM, eviction_policy=EVICT)
+        tl.store(dst_ptr + offs, x, cache_modifier=STORE_CM, eviction_policy=EVICT)
+    else:
+        mask = offs < n
+        x = tl.load(src_ptr + offs, mask=mask, other=0.0, cache_modifier=LOAD_CM, eviction_policy=EVICT)
+        tl.store(dst_ptr + offs, x, mask=mask, cache_modifier=STORE_CM, eviction_policy=EVICT)
+
+
+@dataclass(frozen=True)
+class StreamVariant:
+    """One way to stream a buffer: the persistent kernels (``flat=False``, ``per_sm`` programs per
+    SM) or one block per program (``flat=True``), with its cache hints."""
+
+    flat: bool = True
+    block: int = 4096
+    warps: int = 4
+    per_sm: int = 8  # persistent only
+    interleaved: bool = False  # persistent copy only
+    load_cm: str = ".cg"
+    evict: str = ""
+    store_cm: str = ""
+
+    @property
+    def key(self) -> str:
+        if not self.flat:
+            layout = "/interleaved" if self.interleaved else ""
+            return f"persistent/{self.per_sm}perSM/b{self.block}/w{self.warps}{layout}"
+        hints = (f"/ld{self.load_cm}" if self.load_cm else "") + (f"/{self.evict}" if self.evict else "")
+        hints += f"/st{self.store_cm}" if self.store_cm else ""
+        return f"flat/b{self.block}/w{self.warps}{hints}"
+
+
+def stream_bytes(variant: StreamVariant, nbytes: int, sm_count: int) -> int:
+    """Bytes one pass of ``variant`` touches in a buffer of ``nbytes`` (float32), read or written once."""
+    if variant.flat:
+        return nbytes // 4 * 4
+    programs = sm_count * variant.per_sm
+    per_prog = max(variant.block, (nbytes // 4 // programs) // variant.block * variant.block)
+    return 4 * per_prog * programs
+
+
+def launch_stream(kind: str, variant: StreamVariant, sm_count: int, src, dst=None, out=None, nbytes: int = 0):
+    """One launch of ``kind`` ("read", "write", "copy") over the first ``nbytes`` of ``src`` (and ``dst``).
+
+    ``out`` is the read sink (at least ``variant.block`` floats for flat, programs x block for
+    persistent).  Returns the compiled kernel (for its registers)."""
+    n = nbytes // 4
+    if variant.flat:
+        grid = (triton.cdiv(n, variant.block),)
+        even = n % variant.block == 0
+        common = {"BLOCK": variant.block, "EVEN": even, "num_warps": variant.warps}
+        if kind == "read":
+            return flat_read_kernel[grid](src, out, n, LOAD_CM=variant.load_cm, EVICT=variant.evict, **common)
+        if kind == "write":
+            return flat_write_kernel[grid](src, n, 1.5, STORE_CM=variant.store_cm, EVICT=variant.evict, **common)
+        return flat_copy_kernel[grid](
+            src, dst, n, LOAD_CM=variant.load_cm, EVICT=variant.evict, STORE_CM=variant.store_cm, **common
+        )
+    programs = sm_count * variant.per_sm
+    per_prog = max(variant.block, (n // programs) // variant.block * variant.block)
+    if kind == "read":
+        return read_kernel[(programs,)](src, out, per_prog, 1, BLOCK=variant.block, num_warps=variant.warps)
+    if kind == "write":
+        return write_kernel[(programs,)](src, per_prog, 1.5, BLOCK=variant.block, num_warps=variant.warps)
+    return copy_kernel[(programs,)](
+        src, dst, per_prog, BLOCK=variant.block, INTERLEAVED=variant.interleaved, num_warps=variant.warps
+    )
+
+
+def stream_rate(
+    kind: str, variant: StreamVariant, sm_count: int, src, dst=None, out=None, nbytes: int = 0, launches: int = 2
+) -> float:
+    """Bytes per second of one timed sample (copy counts bytes read plus written)."""
+    moved = stream_bytes(variant, nbytes, sm_count) * (2 if kind == "copy" else 1)
+    seconds = cuda_time(lambda: launch_stream(kind, variant, sm_count, src, dst, out, nbytes), launches=launches)
+    return moved / seconds

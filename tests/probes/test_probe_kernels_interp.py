@@ -49,3 +49,53 @@ def test_mma_kernel_accumulates_iters_dots():
     expected = float((a @ b.T).sum()) * iters
     assert out[0].item() == pytest.approx(expected, rel=1e-4, abs=1e-5)
     assert out[1].item() == pytest.approx(expected, rel=1e-4, abs=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["read", "write", "copy"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        dict(flat=True, block=64, warps=1),
+        dict(flat=True, block=32, warps=1, load_cm="", evict="evict_first", store_cm=""),
+        dict(flat=True, block=32, warps=1, store_cm=".cs"),
+        dict(flat=False, block=32, warps=1, per_sm=2),
+        dict(flat=False, block=32, warps=1, per_sm=2, interleaved=True),
+    ],
+)
+@pytest.mark.parametrize("extra", [0, 5])
+def test_stream_variants_touch_exactly_the_bytes_they_count(kind, variant, extra):
+    from theodolite.probes.stream import StreamVariant, launch_stream, stream_bytes
+
+    v = StreamVariant(**variant)
+    sm_count = 3
+    nbytes = 4 * (64 * 7 + extra)
+    n = stream_bytes(v, nbytes, sm_count) // 4
+    assert 0 < n <= nbytes // 4
+    if v.flat:
+        assert n == nbytes // 4  # flat kernels mask the tail: every element counted is touched
+    src = torch.rand(64 * 8) + 0.01
+    dst = torch.zeros_like(src)
+    out = torch.zeros(64 * 64)
+    launch_stream(kind, v, sm_count, src, dst, out, nbytes)
+    if kind == "copy":
+        assert torch.equal(dst[:n], src[:n]) and (dst[n:] == 0).all()
+    elif kind == "write":
+        assert (src[:n] == 1.5).all() and (src[n:] != 1.5).all()
+    elif v.flat:
+        assert (out == 0).all()  # the read sink never receives a store
+    else:
+        assert out.sum().item() == pytest.approx(src[:n].sum().item(), rel=1e-4)
+
+
+def test_fma_kernel_untimed_chain():
+    from theodolite.probes.matrix import fma_kernel
+
+    block, iters = 16, 5
+    x = torch.rand(block)
+    out = torch.zeros(2 * block)
+    times = torch.zeros(4, dtype=torch.int64)
+    fma_kernel[(2,)](x, out, times, iters, BLOCK=block, TIMED=False)
+    a, b, y = x * 0.25 + 0.5, x * 0.25, x.clone()
+    for _ in range(iters):
+        y = y * a + b
+    assert torch.allclose(out[:block], y, rtol=1e-5) and torch.allclose(out[block:], y, rtol=1e-5)

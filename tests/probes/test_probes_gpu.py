@@ -19,3 +19,18 @@ def test_census_matches_driver_and_smem_bandwidth_is_sane():
     assert 16 <= result.metrics["smem_bandwidth_per_sm"].value <= 1024
     assert 5 <= result.metrics["smem_latency"].value <= 200
     assert set(seconds) == {"topology", "smem"}
+
+
+def test_hbm_copy_within_5_percent_of_torch_copy():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    from theodolite.probes.runner import collect
+
+    result, _ = collect(0, quick=True, only=("hbm",), log=lambda _: None)
+    copy = result.metrics["hbm_copy_bandwidth"].value
+    torch_copy = result.references["torch_copy_bandwidth"]
+    assert copy >= 0.95 * torch_copy, (copy, torch_copy, result.metrics["hbm_copy_bandwidth"].settings)
+    read = result.metrics["hbm_read_bandwidth"].value
+    write = result.metrics["hbm_write_bandwidth"].value
+    assert 0.5 * torch_copy <= read <= 2.0 * torch_copy and 0.5 * torch_copy <= write <= 2.0 * torch_copy
