@@ -2,17 +2,21 @@
 # One call on a GPU machine: (optionally) calibrate it, run the GPU tests, then validate the model on
 # shape suites with that profile.  Everything lands in OUT; a summary table is printed last.
 #
-#   bash reports/run_on_device.sh OUT TOTAL_SECONDS [--calibrate] [--tests] [--profile P] SUITE...
+#   bash reports/run_on_device.sh OUT TOTAL_SECONDS [--calibrate [--repeat]] [--tests] [--profile P] SUITE...
+#
+# --repeat calibrates a second time right after the first (no kernel builds) and prints
+# `profile diff` of the two: the repeatability check of the probes issue.
 #
 # The committed results under reports/results/ and profiles/ were produced by this script
 # (device tool, kinds nvidia-h100-x1 and nvidia-h200); see reports/README.md for the calls.
 set -u
 OUT=${1:?out dir}; TOTAL=${2:?seconds}; shift 2
-CALIBRATE=0; TESTS=0; PROFILE=""; SUITES=()
+CALIBRATE=0; REPEAT=0; TESTS=0; PROFILE=""; SUITES=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --calibrate) CALIBRATE=1 ;;
     --tests) TESTS=1 ;;
+    --repeat) REPEAT=1 ;;
     --profile) PROFILE=$2; shift ;;
     *) SUITES+=("$1") ;;
   esac
@@ -32,6 +36,11 @@ if [ "$CALIBRATE" = 1 ]; then
   PROFILE="$OUT/$SLUG.h5"
   python3 -m theodolite calibrate -o "$PROFILE" --force --diagnostics "$OUT/diagnostics.json" 2>&1 | tee "$OUT/calibrate.log" | tail -60
   echo "calibrated at $(( $(date +%s) - START ))s"
+  if [ "$REPEAT" = 1 ]; then
+    python3 -m theodolite calibrate -o "$OUT/repeat.h5" --force --no-builds > "$OUT/calibrate-repeat.log" 2>&1
+    python3 -m theodolite profile diff "$PROFILE" "$OUT/repeat.h5" 2>&1 | tee "$OUT/repeat-diff.txt" | tail -45
+    echo "repeat calibrated at $(( $(date +%s) - START ))s"
+  fi
 fi
 [ -n "$PROFILE" ] || PROFILE="profiles/$SLUG.h5"
 if [ "$TESTS" = 1 ]; then
@@ -48,4 +57,6 @@ for i in "${!SUITES[@]}"; do
   echo "validate $suite rc=$? at $(( $(date +%s) - START ))s"
   tail -25 "$OUT/validate-$suite.log"
 done
-echo "total $(( $(date +%s) - START ))s"
+# the device tool brings back at most 8 files: logs travel as one archive
+( cd "$OUT" && tar czf logs.tar.gz --remove-files ./*.log ./*.txt diagnostics.json 2>/dev/null )
+echo "total $(( $(date +%s) - START ))s"; ls "$OUT"
