@@ -9,8 +9,8 @@ Structure (every hardware number from the profile via ``Hardware``):
 - tiles = ceil(M/BM) x ceil(N/BN) (x batch); iterations = ceil(K/BK) (split-K: per slice);
 - work items (tiles, or tile slices) run in waves of the programs that fit at once; the last,
   partial wave is evaluated on its own (its SMs hold fewer programs, each runs faster);
-- per SM, an iteration costs max(programs x max(matrix, shared memory, load issue),
-  latency / (stages - 1)) + loop overhead; a work item adds its pipeline fill and fixed cost;
+- per SM, an iteration costs max(programs x (matrix or shared memory, plus load issue), one program's chain:
+  max(that, latency / (stages - 1)) + loop overhead); a work item adds its pipeline fill and fixed cost;
 - the memory system is a shared fluid: all L2 requests over the L2 bandwidth, all HBM misses
   (distinct rows/columns of the tiles running at once under the grouped order, plus the reuse
   the effective L2 cannot hold) and stores over HBM bandwidth reachable from the active SMs;
@@ -119,8 +119,11 @@ def cost(
     # a misaligned operand is loaded synchronously (no async copy): nothing prefetches its latency
     hide = latency / (1.0 / scalar_batches(c, a_vec, b_vec, hw, ops) if (a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES)
                       else c.lat_div)  # fmt: skip
-    it_f = mx(occ_f * per_prog, hide) + hw.iteration_overhead_s
-    it_l = mx(occ_l * per_prog, hide) + hw.iteration_overhead_s
+    # one program's K-step is a chain (its matrix work or its latency wait, then its loop bookkeeping); the
+    # other programs resident on the SM fill that bookkeeping with their own matrix work
+    chain = mx(per_prog, hide) + hw.iteration_overhead_s
+    it_f = mx(occ_f * per_prog, chain)
+    it_l = mx(occ_l * per_prog, chain)
     fixed = latency + hw.tile_overhead_s
     sk_iters = ceil(sk_tiles * kt / sk_programs)
     sk_segments = ops.where(sk_tiles > 0, 1.0 + ceil(sk_iters / kt), 0.0)
@@ -140,18 +143,25 @@ def cost(
     mem_time = mx(l2_time, hbm_time)
     kernel = mx(sm_time, mem_time)
 
-    # ---- second kernels: Stream-K fix-up, split-K reduction ----
+    # ---- reductions: Stream-K fix-up (a second launch), split-K's in-kernel reduction by the last split ----
+    # one program per shared tile adds that tile's partials in order on its SM: its chain of partial
+    # tiles moves at one SM's bandwidth (tiles beyond one per SM queue), each Stream-K partial after its
+    # load returns (a loop over the sharing programs; split-K's fixed count unrolls), unless the aggregate
+    # workspace traffic is slower
     ws_l2 = hw.l2_bandwidth
     partials = ops.where(c.is_sk, (sk_tiles + sk_programs) * c.elems * PARTIAL_BYTES,
                          tiles * c.split * c.elems * PARTIAL_BYTES)  # fmt: skip
     second_out = ops.where(c.is_sk, sk_tiles, tiles) * c.elems * out_bytes
     workspace = ops.where(c.is_sk, sk_programs * 2.0, tiles * c.split) * c.elems * PARTIAL_BYTES
     ws_bw = ops.where(workspace <= hw.l2_effective_bytes, ws_l2, hw.hbm_read_bandwidth)
-    second = latency + partials / ws_bw + second_out / hw.hbm_write_bandwidth
+    chain = ops.where(c.is_sk, ceil(sk_tiles / sm) * (ceil(sk_programs / mx(sk_tiles, 1.0)) + 1.0)
+                      * (c.elems * PARTIAL_BYTES / hw.sm_bandwidth + hw.l2_latency_s),
+                      ceil(tiles / sm) * c.split * c.elems * PARTIAL_BYTES / hw.sm_bandwidth)  # fmt: skip
+    second = latency + mx(partials / ws_bw, chain) + second_out / hw.hbm_write_bandwidth
     has_second = (c.is_sk * sk_tiles + c.is_split) > 0
-    # the second launch is issued one launch time after the first: it waits for the first kernel or for
-    # the host, whichever is later
-    wait = ops.where(has_second, mx(hw.launch_kernel_s - kernel, 0.0), 0.0)
+    # Stream-K's fix-up launch is issued one launch time after the first: it waits for the first kernel or
+    # for the host, whichever is later (split-K reduces inside its one launch)
+    wait = ops.where(c.is_sk * sk_tiles > 0, mx(hw.launch_kernel_s - kernel, 0.0), 0.0)
     fixup = ops.where(has_second, second, 0.0) + wait
     launch = c.launch_fixed + grid * hw.program_start_s / sm
     total = launch + kernel + fixup
@@ -210,7 +220,7 @@ def hardware_tuple(hw: Hardware) -> tuple[float, ...]:
     return (
         float(hw.element_bytes), hw.l2_effective_bytes, hw.l2_latency_s, hw.hbm_latency_s, hw.iteration_overhead_s,
         hw.tile_overhead_s, hw.l2_bandwidth, hw.hbm_read_bandwidth, hw.hbm_saturation_sms, hw.hbm_write_bandwidth,
-        hw.launch_kernel_s, hw.program_start_s, hw.streamk_slowdown,
+        hw.launch_kernel_s, hw.program_start_s, hw.streamk_slowdown, hw.sm_bandwidth,
     )  # fmt: skip
 
 
@@ -220,7 +230,8 @@ def cost_scalar(m: int, n: int, k: int, batch: int, out_bytes: int, c: tuple[flo
     Python floats, hand-inlined for speed.  Tests hold it equal to ``cost``; change both together.
     """
     bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm = c
-    e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, launch, prog_start, sk_slow = h
+    (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, launch, prog_start, sk_slow,
+     sm_bw) = h  # fmt: skip
     tm = -(-m // bm)
     tn = -(-n // bn)
     kt = -(-k // bk)
@@ -265,18 +276,18 @@ def cost_scalar(m: int, n: int, k: int, batch: int, out_bytes: int, c: tuple[flo
     latency = l2_lat + hbm_step / requested * (hbm_lat - l2_lat)
     active_f = conc if conc < sm else sm
     hide = latency / lat_div
+    chain = (per_program if per_program > hide else hide) + it_over
     it_f = -(-conc // active_f) * per_program
-    if hide > it_f:
-        it_f = hide
-    it_f += it_over
+    if chain > it_f:
+        it_f = chain
     fixed = latency + tile_over
     sm_time = full * (fixed + iters * it_f)
     if rest > 0:
         active_l = rest if rest < sm else sm
         it_l = -(-rest // active_l) * per_program
-        if hide > it_l:
-            it_l = hide
-        sm_time += fixed + iters * (it_l + it_over)
+        if chain > it_l:
+            it_l = chain
+        sm_time += fixed + iters * it_l
     total_steps = items * iters
     store = items * (PARTIAL_BYTES if is_split else out_bytes) * elems
     if sk_tiles > 0:
@@ -302,11 +313,14 @@ def cost_scalar(m: int, n: int, k: int, batch: int, out_bytes: int, c: tuple[flo
             partials = (sk_tiles + sk_programs) * elems * PARTIAL_BYTES
             second_out = sk_tiles * elems * out_bytes
             workspace = sk_programs * 2.0 * elems * PARTIAL_BYTES
+            chain = -(-sk_tiles // sm) * (-(-sk_programs // sk_tiles) + 1.0) * (elems * PARTIAL_BYTES / sm_bw + l2_lat)
+            if kernel < launch:
+                total += launch - kernel
         else:
             partials = tiles * split * elems * PARTIAL_BYTES
             second_out = tiles * elems * out_bytes
             workspace = partials
-        if kernel < launch:
-            total += launch - kernel
-        total += latency + partials / (l2_bw if workspace <= l2_eff else hbm_read) + second_out / hbm_write
+            chain = -(-tiles // sm) * split * elems * PARTIAL_BYTES / sm_bw
+        spread = partials / (l2_bw if workspace <= l2_eff else hbm_read)
+        total += latency + (chain if chain > spread else spread) + second_out / hbm_write
     return total

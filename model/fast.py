@@ -89,6 +89,12 @@ class AlignmentClass:
             for i in range(len(table.configs))
         ]  # fmt: skip
         self.grid: list[tuple[tuple[int, float], ...]] | None = None
+        # the binaries this class runs (scalar loads when an operand is misaligned and not copied): a config
+        # whose binary spills or overflows shared memory is illegal for every shape of the class, so it must
+        # not take a cell's candidate place (else whole cells fall back to the full space)
+        builds = table.scalar_builds if (a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES) else table.builds
+        smem = table.hw.limits.smem_bytes_per_block
+        self.build_ok = np.array([b is None or (b.n_spills == 0 and b.shared_bytes <= smem) for b in builds])
 
     def build(self) -> list[tuple[tuple[int, float], ...]]:
         """Candidates per grid cell: the (deduplicated) configs within CANDIDATE_SLACK of the best at any of its 8
@@ -135,7 +141,7 @@ class AlignmentClass:
         k = np.tile(points, g * g)[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             times, _ = core.cost(m, n, k, 1, self.a_vec, self.b_vec, self.out_bytes, table, table.hw, core.NumpyOps)
-        legal = table.fit_ok[None, :] & (~table.is_tma[None, :] | self.tma_ok)
+        legal = table.fit_ok[None, :] & self.build_ok[None, :] & (~table.is_tma[None, :] | self.tma_ok)
         legal = legal & ((table.split[None, :] <= 1) | (table.split[None, :] * table.bk[None, :] <= k))
         if table._splitk_limit is not None:  # legality's split-K tile limit
             tiles = np.ceil(m / table.bm[None, :]) * np.ceil(n / table.bn[None, :])

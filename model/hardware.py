@@ -101,6 +101,7 @@ class Hardware:
     hbm_copy_bandwidth: float  # bytes read plus written per second
     hbm_saturation_sms: float  # 0: unknown (saturates at any SM count)
     hbm_latency_s: float  # 0: unknown
+    sm_bandwidth: float  # B/s one SM alone moves: HBM read bandwidth / SMs that saturate it (inf: unknown, no term)
     launch_s: float
     program_start_s: float
     iteration_overhead_s: float
@@ -197,6 +198,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
     near, far = get("l2_latency_near"), get("l2_latency_far")
     l2_latency = [x for x in (near, far) if x]
     limits = KernelLimits.from_profile(profile)
+    saturation = float(get("hbm_saturation_sms") or 0.0)
     return Hardware(
         sm_count=sms,
         warp_size=int(get("warp_size", 32) or 32),
@@ -217,6 +219,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         hbm_copy_bandwidth=float(get("hbm_copy_bandwidth") or hbm_read),
         hbm_saturation_sms=float(get("hbm_saturation_sms") or 0.0),
         hbm_latency_s=float(get("hbm_latency") or 0.0) / clock,
+        sm_bandwidth=hbm_read / saturation if saturation else math.inf,
         launch_s=float(profile.value("launch_overhead")),
         program_start_s=float(get("program_start_cost") or 0.0),
         iteration_overhead_s=_parameter(profile, "model_iteration_overhead") / clock,

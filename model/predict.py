@@ -3,7 +3,7 @@
 Per config (vectorised over the whole config space with numpy, so a new shape costs a few
 microseconds):
 
-    iteration = max(compute, shared memory, L2, HBM, load issue, latency / (stages - 1)) + overhead
+    iteration = max(programs x (compute, shared memory, load issue), own work or latency + overhead)
     tile      = latency + tile overhead + iterations x iteration + store of the tile
     kernel    = full waves x tile(full wave) + tile(last, partial wave)
     total     = launches + aligned copies + kernel + Stream-K / split-K fix-up

@@ -211,29 +211,29 @@ class ModelPick:
 
 
 def model_pick(problem: Problem, profile: Any, repeats: int = 5) -> ModelPick:
-    """The model's ranking (every legal config's predicted time) and its choice, timed on the host."""
+    """What ``theodolite.select`` picks (the fast path users get), every legal config's predicted time
+    (for the rank correlation), and the host time of a selection that misses the per-shape cache."""
     try:
         from theodolite import model
+        from theodolite.api import _select_problem
     except ImportError as error:
         return ModelPick(None, error=f"theodolite.model unavailable: {error}")
     rank = getattr(model, "rank", None)
-    choose = getattr(model, "choose", None)
-    if rank is None or choose is None:
-        return ModelPick(None, error="theodolite.model has no rank()/choose() yet")
+    if rank is None:
+        return ModelPick(None, error="theodolite.model has no rank() yet")
     try:
         predictions = rank(problem, profile)
-        choose(problem, profile)  # warm caches: steady-state selection time is what a caller pays per call
+        _select_problem(problem, profile)  # warm the profile's tables: a steady-state new-shape selection
         samples = []
         for _ in range(repeats):
             start = time.perf_counter()
-            chosen = choose(problem, profile)
+            chosen = _select_problem(problem, profile)
             samples.append((time.perf_counter() - start) * 1e6)
+        bottleneck = chosen.bottleneck
     except Exception as error:  # the model is under test: record, do not abort the sweep
         return ModelPick(None, error=f"model failed: {type(error).__name__}: {str(error)[:300]}")
     predicted = {p.config.key: float(p.time_s) * 1e3 for p in predictions if math.isfinite(p.time_s)}
-    return ModelPick(
-        chosen.config.key, predicted, getattr(chosen, "bottleneck", None), float(statistics.median(samples))
-    )
+    return ModelPick(chosen.config.key, predicted, bottleneck, float(statistics.median(samples)))
 
 
 def _log2(a: float, b: float) -> float:

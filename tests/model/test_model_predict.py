@@ -176,3 +176,19 @@ def test_predict_rejects_foreign_config() -> None:
 def test_empty_problem() -> None:
     pick = choose(Problem(0, 4096, 4096), H100)
     assert pick.time_s == pytest.approx(H100.value("launch_overhead"))
+
+
+def test_reductions_follow_the_kernels() -> None:
+    """Split-K reduces inside its one launch (no second-launch wait); Stream-K's fix-up program adds a shared
+    tile's partials one after another on its SM, so its time grows with the programs sharing the tile."""
+    sat = 55.0
+    profile = _with(H100, hbm_saturation_sms=sat)
+    per_sm = H100.value("hbm_read_bandwidth") / sat
+    tiny = predict(Problem(16, 64, 1024), _config("splitk/16x64x128/g8/w4/s4/k8"), profile)
+    assert tiny.breakdown["fixup"] < 0.25 * H100.value("launch_overhead")
+    # 128x512 in 64x128 tiles: 8 tiles, all shared by the 2 x 132 Stream-K programs (33 per tile + 1)
+    config = _config("streamk/64x128x64/g8/w4/s4/k1")
+    shared = predict(Problem(128, 512, 12288), config, profile)
+    chain = (264 // 8 + 1) * 64 * 128 * 4 / per_sm
+    assert shared.breakdown["fixup"] >= chain
+    assert predict(Problem(128, 512, 12288), config, H100).breakdown["fixup"] < chain  # no per-SM figure: no term
