@@ -5,11 +5,11 @@ profile.  Optional metrics that a profile lacks switch their term off (a missing
 no latency term) rather than being replaced by a guess about some GPU.
 
 Model parameters (``MODEL_PARAMETERS``) are not hardware figures but named constants of the
-model's structure; each may be overridden by a profile metric of the same name once the
-schema lists it (the lead adds them to METRICS), so a probe can calibrate them.  The defaults
-of the fitted ones (iteration/tile overhead, latency hiding, synchronous matrix rate, launch
-extras) come from ``python -m theodolite.model.evaluate --fit`` on the H100 bf16 sweep
-(reports/results/bench-h100-bf16.json); refit them per GPU and store them in its profile.
+model's structure; each is overridden by the profile metric of the same name (schema METRICS
+``model_*``, method "model-fit").  The code defaults are the fallback for profiles without a fit
+(datasheet profiles; ``Hardware.defaults_used`` names them); the measured profiles carry values
+from ``python -m theodolite.model.evaluate RESULTS... --fit/--set ... --write-profile P`` on their
+GPU's validation sweeps (reports/results/validate-*-h100.json, -h200.json).
 """
 
 from __future__ import annotations
