@@ -10,6 +10,7 @@ then one untimed chase of lines this run has not touched since the flush.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -102,7 +103,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
         return stream_rate(kind, variant, ctx.sm_count, target, dst, sink, nbytes)
 
     for kind in ("read", "write", "copy"):
-        variant, rates, failures = pick_variant(lambda v, kind=kind: rate_of(kind, v), candidates[kind])
+        variant, rates, failures = pick_variant(functools.partial(rate_of, kind), candidates[kind])
         if failures:
             result.diagnostics[f"hbm_{kind}_variant_failures"] = failures
         result.diagnostics[f"hbm_{kind}_variant_rates"] = rates
@@ -170,7 +171,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
         "hbm.read_cg_programs",
         note="SMs (one 1024-thread program each) reaching 90% of the curve's best",
     )
-    src = dst = None  # free 4 GiB before the latency ring
+    src = dst = src.new_empty(0)  # free 4 GiB before the latency ring
     torch.cuda.empty_cache()
 
     # latency on untouched lines

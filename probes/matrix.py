@@ -366,13 +366,17 @@ def run(ctx: ProbeContext) -> ProbeResult:
             if not all(np.isfinite(samples)):
                 result.unsupported[latency_name] = "dot latency: non-positive differential timing"
                 continue
-            tile = DTYPES[dtype][3]
+            chain_tile = DTYPES[dtype][3]
             result.metrics[latency_name] = analysis.summarize(
                 latency_name,
                 samples,
                 "cycle",
                 "matrix.dot_chain",
-                settings={"tile": f"{tile[0]}x{tile[1]}x{tile[2]}", "num_warps": 4, "counter": "clock64"},
+                settings={
+                    "tile": f"{chain_tile[0]}x{chain_tile[1]}x{chain_tile[2]}",
+                    "num_warps": 4,
+                    "counter": "clock64",
+                },
                 cv_threshold=0.05,
                 note="(clock64 of 6000 dots - of 2000 dots) / 4000, one program",
             )
