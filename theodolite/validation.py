@@ -402,7 +402,10 @@ def _new_results(settings: ValidateSettings, harness: Harness, device: str, comm
             "rep_ms": settings.rep_ms,
             "max_reps": settings.max_reps,
             "fixed_config": FIXED_CONFIG.key,
-            "timing": "median of L2-flushed CUDA-event runs (do_bench method); torch.matmul side by side",
+            "timing": (
+                "inputs over L2/2: median of L2-flushed CUDA-event runs (do_bench method); smaller: median of"
+                " batches of back-to-back calls rotating input copies (> 2x L2, at most 32); torch.matmul side by side"
+            ),
         },
     )
 
