@@ -213,24 +213,32 @@ def test_nvmmh_peer_on_the_cpu() -> None:
         assert peer.pick(problem, legal) in legal
 
 
-def test_model_pick_uses_rank_and_choose(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_model_pick_is_what_select_picks_and_predictions_come_from_rank(monkeypatch: pytest.MonkeyPatch) -> None:
     import theodolite.model as model
 
+    import theodolite.api as api
+
     profile = h100_sxm()
-    limits = KernelLimits.from_profile(profile)
     problem = Problem(512, 512, 512)
+    picked = model_pick(problem, profile)
+    expected = api._select_problem(problem, profile)
+    assert picked.error is None and picked.key == expected.config.key
+    assert picked.bottleneck == expected.bottleneck and picked.selection_us is not None and picked.selection_us > 0
+    # the fast path and the full ranking agree on the winner, and every ranked config has a prediction
+    ranked = model.rank(problem, profile)
+    assert min(ranked, key=lambda p: p.time_s).config.key == picked.key
+    assert set(picked.predicted_ms) == {p.config.key for p in ranked if p.time_s == p.time_s}
+
+    limits = KernelLimits.from_profile(profile)
     legal = legal_configs(problem, limits, profile)
     predictions = [SimpleNamespace(config=c, time_s=1e-5 * (i + 1), bottleneck="cache") for i, c in enumerate(legal)]
     monkeypatch.setattr(model, "rank", lambda p, prof, variants=None: predictions, raising=False)
-    monkeypatch.setattr(model, "choose", lambda p, prof: predictions[0], raising=False)
-    picked = model_pick(problem, profile)
-    assert picked.key == legal[0].key and picked.bottleneck == "cache" and picked.selection_us is not None
-    assert picked.predicted_ms[legal[1].key] == pytest.approx(0.02)
+    assert model_pick(problem, profile).predicted_ms[legal[1].key] == pytest.approx(0.02)
 
-    def broken(p: Problem, prof: object) -> None:
+    def broken(p: Problem, prof: object, args: object = None) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(model, "choose", broken, raising=False)
+    monkeypatch.setattr(api, "_select_problem", broken)
     assert "boom" in (model_pick(problem, profile).error or "")
 
 
