@@ -254,42 +254,101 @@ def choose_ints(
     Mirrors ``Problem.a_aligned``/``b_aligned`` and ``needs_aligned_copy``; tests hold it equal to
     ``choose_fast``.
     """
-    if batch != 1 or m < 1 or n < 1 or k < 1:
+    if batch != 1:
         return None
-    e = table.hw.element_bytes
-    a_al = ((k if layout[0] == "n" else m) * e) % ALIGN_BYTES == 0
-    b_al = ((n if layout[1] == "n" else k) * e) % ALIGN_BYTES == 0
-    big = 2.0 * m * n * k >= kernel_config.ALIGN_COPY_MIN_FLOPS  # read at call time, as needs_aligned_copy
-    copy_a = big and not a_al and n >= ALIGN_COPY_MIN_REUSE
-    copy_b = big and not b_al and m >= ALIGN_COPY_MIN_REUSE
-    mask = table._legal_tuple.get(
-        (
-            layout, a_al, b_al, (copy_a, copy_b), bisect.bisect_right(table._k_thresholds, k), False,
-            table.splitk_crowded(m, n, 1),
-        )
-    )  # fmt: skip
-    if mask is None:
-        return None
-    a_ok = a_al or copy_a
-    b_ok = b_al or copy_b
-    scalar = table.hw.scalar_vec
-    klass = _CLASSES.get(
-        (id(table), VECTOR_BYTES if a_ok else scalar, VECTOR_BYTES if b_ok else scalar, out_bytes, a_ok and b_ok)
-    )
-    if klass is None or klass.grid is None or klass.table is not table:
-        return None
-    try:
-        cands = klass.grid[(_STEPS[m] * _TOP + _STEPS[n]) * _TOP + _STEPS[k]]
-    except IndexError:
-        return None
-    found = klass.best_of(cands, mask, m, n, k)
-    if found is None:
-        return None
-    i, t = found
-    if copy_a or copy_b:
+    return int_route(table, layout, out_bytes)(m, n, k)
+
+
+class IntRoute:
+    """``choose_ints`` for one (table, layout, output size), with everything that does not depend on the
+    shape looked up once: a new shape then costs a few integer tests, one dict lookup of its legality and
+    alignment class (keyed by a small int), the cell lookup and the exact model on the cell's candidates."""
+
+    def __init__(self, table: ConfigTable, layout: str, out_bytes: int) -> None:
+        self.table, self.layout, self.out_bytes = table, layout, out_bytes
+        self.a_by_k = layout[0] == "n"  # A row-major: its rows are K elements long
+        self.b_by_n = layout[1] == "n"
+        # (alignment, copies, K bin, split-K crowding) -> (legal mask, alignment class); filled from the tables
+        # the slow path builds, so the first shape of a kind takes the slow path once
+        self.routes: dict[int, tuple[tuple[bool, ...], AlignmentClass]] = {}
+        self.k_bins = len(table._k_thresholds) + 1
+
+    def __call__(self, m: int, n: int, k: int) -> tuple[int, float] | None:
+        if m < 1 or n < 1 or k < 1:
+            return None
+        table = self.table
         hw = table.hw
+        e = hw.element_bytes
+        a_al = ((k if self.a_by_k else m) * e) % ALIGN_BYTES == 0
+        b_al = ((n if self.b_by_n else k) * e) % ALIGN_BYTES == 0
+        big = 2.0 * m * n * k >= kernel_config.ALIGN_COPY_MIN_FLOPS  # read at call time, as needs_aligned_copy
+        copy_a = big and not a_al and n >= ALIGN_COPY_MIN_REUSE
+        copy_b = big and not b_al and m >= ALIGN_COPY_MIN_REUSE
+        crowded = table.splitk_crowded(m, n, 1)
+        if crowded is table._splitk_none:
+            crowd = 0
+        elif crowded is table._splitk_all:
+            crowd = 1
+        else:  # some split-K tile shapes crowded, some not: rare, keyed by the flags themselves
+            crowd = 2 + sum(1 << j for j, flag in enumerate(crowded) if flag)
+        k_bin = bisect.bisect_right(table._k_thresholds, k)
+        code = (crowd * self.k_bins + k_bin) * 16 + a_al + 2 * b_al + 4 * copy_a + 8 * copy_b
+        route = self.routes.get(code)
+        if route is None:
+            found = self._route(a_al, b_al, copy_a, copy_b, k_bin, crowded)
+            if found is None:
+                return None
+            route = self.routes[code] = found
+        mask, klass = route
+        grid = klass.grid
+        try:
+            cands = grid[(_STEPS[m] * _TOP + _STEPS[n]) * _TOP + _STEPS[k]]  # type: ignore[index]
+        except IndexError:
+            return None
+        found_best = klass.best_of(cands, mask, m, n, k)
+        if found_best is None:
+            return None
+        i, t = found_best
         if copy_a:
             t += hw.launch_s + 2.0 * m * k * e / hw.hbm_copy_bandwidth
         if copy_b:
             t += hw.launch_s + 2.0 * k * n * e / hw.hbm_copy_bandwidth
-    return i, t
+        return i, t
+
+    def _route(
+        self, a_al: bool, b_al: bool, copy_a: bool, copy_b: bool, k_bin: int, crowded: tuple[bool, ...]
+    ) -> tuple[tuple[bool, ...], AlignmentClass] | None:
+        """The legal mask and alignment class the slow path has built for this kind of shape, if it has."""
+        table = self.table
+        mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), k_bin, False, crowded))
+        if mask is None:
+            return None
+        a_ok = a_al or copy_a
+        b_ok = b_al or copy_b
+        scalar = table.hw.scalar_vec
+        klass = _CLASSES.get(
+            (
+                id(table),
+                VECTOR_BYTES if a_ok else scalar,
+                VECTOR_BYTES if b_ok else scalar,
+                self.out_bytes,
+                a_ok and b_ok,
+            )
+        )
+        if klass is None or klass.grid is None or klass.table is not table:
+            return None
+        return mask, klass
+
+
+_ROUTES: dict[tuple[int, str, int], IntRoute] = {}
+
+
+def int_route(table: ConfigTable, layout: str, out_bytes: int) -> IntRoute:
+    """The cached IntRoute of (table, layout, output size)."""
+    key = (id(table), layout, out_bytes)
+    found = _ROUTES.get(key)
+    if found is None or found.table is not table:
+        found = IntRoute(table, layout, out_bytes)
+        with _LOCK:
+            _ROUTES[key] = found
+    return found

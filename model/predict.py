@@ -204,6 +204,7 @@ def clear_tables() -> None:
     with _TABLES_LOCK:
         _TABLES.clear()
     fast._CLASSES.clear()
+    fast._ROUTES.clear()
     try:
         from theodolite import api
     except ImportError:  # pragma: no cover

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from theodolite.kernels.config import LAYOUTS, OUT_DTYPES, GemmConfig, Problem
-from theodolite.model.fast import choose_fast, choose_ints
+from theodolite.model.fast import IntRoute, choose_fast, int_route
 from theodolite.model.predict import (
     ConfigTable,
     Prediction,
@@ -177,8 +177,8 @@ def _profile_key(profile: Profile | str | os.PathLike[str] | None) -> Any:
 
 
 _CACHE: dict[tuple[Any, ...], Selection] = {}
-# profile key -> {(dtype, out_dtype, layout): table}: validated combinations only (the first call validates)
-_TABLES: dict[Any, dict[tuple[str, str | None, str], ConfigTable]] = {}
+# (dtype, layout, batch, out_dtype, profile key) -> the fast route of a validated combination (batch 1 only)
+_ROUTES: dict[tuple[Any, ...], IntRoute] = {}
 _CACHE_LIMIT = 65536
 
 
@@ -205,25 +205,19 @@ def select(
     found = _CACHE.get(key)
     if found is not None:
         return found
-    tables = _TABLES.get(pkey)
-    if tables is None:
-        tables = _TABLES[pkey] = {}
-    table = tables.get((dtype, out_dtype, layout))
-    if table is None:
+    route = _ROUTES.get(key[3:])  # validated (dtype, layout, batch 1, out_dtype, profile) combinations only
+    found_fast = route(M, N, K) if route is not None and type(M) is int and type(N) is int and type(K) is int else None
+    if found_fast is not None:
+        i, time_s = found_fast
+        table = route.table  # type: ignore[union-attr]
+        selection = Selection(key[:7], None, table.configs[i], time_s, table.profile, table, i)
+    else:
         prof = resolve(profile)
         problem = Problem(M, N, K, dtype=dtype, layout=layout, batch=batch, out_dtype=out_dtype)  # validates
-        table = tables[(dtype, out_dtype, layout)] = table_for(prof, dtype)
+        table = table_for(prof, dtype)
+        if batch == 1:
+            _ROUTES[key[3:]] = int_route(table, layout, table.out_bytes[out_dtype])
         selection = _select_problem(problem, prof, key[:7])
-    else:
-        found_fast = None
-        if type(M) is int and type(N) is int and type(K) is int:
-            found_fast = choose_ints(table, M, N, K, layout, batch, table.out_bytes[out_dtype])
-        if found_fast is not None:
-            i, time_s = found_fast
-            selection = Selection(key[:7], None, table.configs[i], time_s, table.profile, table, i)
-        else:
-            problem = Problem(M, N, K, dtype=dtype, layout=layout, batch=batch, out_dtype=out_dtype)
-            selection = _select_problem(problem, table.profile, key[:7])
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
     _CACHE[key] = selection
@@ -283,7 +277,7 @@ def matmul(
 def clear_caches() -> None:
     """Forget cached selections (tests; a profile file replaced in place)."""
     _CACHE.clear()
-    _TABLES.clear()
+    _ROUTES.clear()
     _MATMUL_CACHE.clear()
     _DEFAULT.clear()
     _BY_PATH.clear()

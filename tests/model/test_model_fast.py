@@ -56,15 +56,22 @@ def test_fast_pick_is_the_full_argmin() -> None:
 def test_int_route_equals_problem_route() -> None:
     api.clear_caches()
     table = table_for(H100, "bf16")
+    answered, mixed = 0, 0
     for m, n, k in _shapes(400, 3):
+        crowded = table.splitk_crowded(m, n, 1)
+        mixed += crowded is not table._splitk_none and crowded is not table._splitk_all
         for layout in ("nn", "nt", "tn", "tt"):
             problem = Problem(m, n, k, layout=layout)
             for _ in range(fast.BUILD_AFTER):
                 expected = fast.choose_fast(table, problem)
-            got = fast.choose_ints(table, m, n, k, layout, 1, problem.output_bytes)
-            if got is not None:
-                assert got[0] == expected[0]
-                assert got[1] == pytest.approx(expected[1], rel=1e-12)
+            for _ in range(2):  # the second call takes the route's cached (mask, class)
+                got = fast.choose_ints(table, m, n, k, layout, 1, problem.output_bytes)
+                if got is not None:
+                    answered += 1
+                    assert got[0] == expected[0]
+                    assert got[1] == pytest.approx(expected[1], rel=1e-12)
+    # the int route answers nearly every shape once the slow path has seen its kind (else the test is empty)
+    assert answered >= 0.9 * 400 * 4 * 2 and mixed > 0
 
 
 def test_select_matches_choose_fast() -> None:
