@@ -20,6 +20,7 @@ Structure (every hardware number from the profile via ``Hardware``):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -226,101 +227,114 @@ def hardware_tuple(hw: Hardware) -> tuple[float, ...]:
 
 def cost_scalar(m: int, n: int, k: int, batch: int, out_bytes: int, c: tuple[float, ...],
                 h: tuple[float, ...]) -> float:  # fmt: skip
-    """``cost`` for one config (``c``: SCALAR_FIELDS values, per_program for the problem's alignment) on
-    Python floats, hand-inlined for speed.  Tests hold it equal to ``cost``; change both together.
+    """``cost`` for one config on Python numbers (``c``: SCALAR_FIELDS values, per_program for the problem's
+    alignment; ``h``: ``hardware_tuple``).  The fast path keeps the ``scalar_cost`` closures instead."""
+    return scalar_cost(c, h, out_bytes)(m, n, k, batch)
+
+
+def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> Callable[..., float]:
+    """``cost`` of one config as a function of (m, n, k, batch) on Python numbers, hand-inlined for speed: the
+    config's and the hardware's numbers are bound once (closure constants, derived products precomputed), so a
+    call costs only the shape-dependent arithmetic (~3 us).  Tests hold it equal to ``cost``; change both
+    together.
     """
     bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm = c
     (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, launch, prog_start, sk_slow,
      sm_bw) = h  # fmt: skip
-    tm = -(-m // bm)
-    tn = -(-n // bn)
-    kt = -(-k // bk)
-    plane = tm * tn
-    tiles = batch * plane
-    iters = -(-kt // split)
-    sk_programs = tiles * kt
-    if pprog < sk_programs:
-        sk_programs = pprog
-    if is_sk:
-        sk_tiles = tiles % sk_programs
-        items = tiles - sk_tiles
-        grid = sk_programs
-    else:
-        sk_tiles = 0.0
-        items = tiles * split
-        grid = items if is_split else (tiles if tiles < pprog else pprog)
-    conc = grid if grid < slots else slots
-    if conc < 1.0:
-        conc = 1.0
-    full = (items / conc).__floor__()
-    rest = items - full * conc
-    w = conc if conc < plane else plane
-    gmm = gm if gm < tm else tm
-    per_group = gmm * tn
-    if w <= per_group:
-        rows = gmm if gmm < w else w
-        cols = -(-w // gmm)
-    else:
-        rows = gmm * -(-w // per_group)
-        if tm < rows:
-            rows = tm
-        cols = tn
-    a_rows = rows * bm
-    b_cols = cols * bn
     step_bytes = bk * e
-    unique = ((a_rows if a_rows < m else m) + (b_cols if b_cols < n else n)) * step_bytes
-    if conc > plane:
-        unique *= -(-conc // plane)
-    requested = conc * panel * step_bytes
-    hbm_step = unique
-    latency = l2_lat + hbm_step / requested * (hbm_lat - l2_lat)
-    active_f = conc if conc < sm else sm
-    hide = latency / lat_div
-    chain = (per_program if per_program > hide else hide) + it_over
-    it_f = -(-conc // active_f) * per_program
-    if chain > it_f:
-        it_f = chain
-    fixed = latency + tile_over
-    sm_time = full * (fixed + iters * it_f)
-    if rest > 0:
-        active_l = rest if rest < sm else sm
-        it_l = -(-rest // active_l) * per_program
-        if chain > it_l:
-            it_l = chain
-        sm_time += fixed + iters * it_l
-    total_steps = items * iters
-    store = items * (PARTIAL_BYTES if is_split else out_bytes) * elems
-    if sk_tiles > 0:
-        sk_iters = -(-(sk_tiles * kt) // sk_programs)
-        sk_segments = 1.0 + -(-sk_iters // kt)
-        sm_time += sk_iters * it_f * sk_slow + sk_segments * fixed
-        total_steps += sk_tiles * kt
-        store += sk_segments * sk_programs * PARTIAL_BYTES * elems
-    kernel = total_steps * panel * step_bytes / l2_bw
-    if sm_time > kernel:
-        kernel = sm_time
-    hbm_bw = hbm_read
-    if hbm_sat:
-        share = 0.9 * active_f / hbm_sat
-        if share < 1.0:
-            hbm_bw *= share
-    hbm_time = total_steps / conc * hbm_step / hbm_bw + store / hbm_write
-    if hbm_time > kernel:
-        kernel = hbm_time
-    total = launch_fixed + grid * prog_start / sm + kernel
-    if is_split or sk_tiles > 0:
+    request_step = panel * step_bytes
+    lat_span = hbm_lat - l2_lat
+    start_per_sm = prog_start / sm
+    item_bytes = (PARTIAL_BYTES if is_split else out_bytes) * elems
+    partial_tile = elems * PARTIAL_BYTES
+    two_phase = bool(is_sk or is_split)
+
+    def cost_of(m: int, n: int, k: int, batch: int = 1) -> float:
+        tm = -(-m // bm)
+        tn = -(-n // bn)
+        kt = -(-k // bk)
+        plane = tm * tn
+        tiles = batch * plane
+        iters = -(-kt // split)
         if is_sk:
-            partials = (sk_tiles + sk_programs) * elems * PARTIAL_BYTES
-            second_out = sk_tiles * elems * out_bytes
-            workspace = sk_programs * 2.0 * elems * PARTIAL_BYTES
-            chain = -(-sk_tiles // sm) * (-(-sk_programs // sk_tiles) + 1.0) * (elems * PARTIAL_BYTES / sm_bw + l2_lat)
-            if kernel < launch:
-                total += launch - kernel
+            sk_programs = tiles * kt
+            if pprog < sk_programs:
+                sk_programs = pprog
+            sk_tiles = tiles % sk_programs
+            items = tiles - sk_tiles
+            grid = sk_programs
         else:
-            partials = tiles * split * elems * PARTIAL_BYTES
-            second_out = tiles * elems * out_bytes
-            workspace = partials
-            chain = -(-tiles // sm) * split * elems * PARTIAL_BYTES / sm_bw
-        spread = partials / (l2_bw if workspace <= l2_eff else hbm_read)
-        total += latency + (chain if chain > spread else spread) + second_out / hbm_write
-    return total
+            sk_tiles = 0
+            items = tiles * split
+            grid = items if is_split else (tiles if tiles < pprog else pprog)
+        conc = grid if grid < slots else slots
+        if conc < 1.0:
+            conc = 1.0
+        full = (items / conc).__floor__()
+        rest = items - full * conc
+        w = conc if conc < plane else plane
+        gmm = gm if gm < tm else tm
+        per_group = gmm * tn
+        if w <= per_group:
+            rows = gmm if gmm < w else w
+            cols = -(-w // gmm)
+        else:
+            rows = gmm * -(-w // per_group)
+            if tm < rows:
+                rows = tm
+            cols = tn
+        a_rows = rows * bm
+        b_cols = cols * bn
+        hbm_step = ((a_rows if a_rows < m else m) + (b_cols if b_cols < n else n)) * step_bytes
+        if conc > plane:
+            hbm_step *= -(-conc // plane)
+        latency = l2_lat + hbm_step / (conc * request_step) * lat_span
+        active_f = conc if conc < sm else sm
+        hide = latency / lat_div
+        chain = (per_program if per_program > hide else hide) + it_over
+        it_f = -(-conc // active_f) * per_program
+        if chain > it_f:
+            it_f = chain
+        fixed = latency + tile_over
+        sm_time = full * (fixed + iters * it_f)
+        if rest > 0:
+            it_l = -(-rest // (rest if rest < sm else sm)) * per_program
+            sm_time += fixed + iters * (chain if chain > it_l else it_l)
+        total_steps = items * iters
+        store = items * item_bytes
+        if sk_tiles > 0:
+            sk_iters = -(-(sk_tiles * kt) // sk_programs)
+            sk_segments = 1.0 + -(-sk_iters // kt)
+            sm_time += sk_iters * it_f * sk_slow + sk_segments * fixed
+            total_steps += sk_tiles * kt
+            store += sk_segments * sk_programs * partial_tile
+        kernel = total_steps * request_step / l2_bw
+        if sm_time > kernel:
+            kernel = sm_time
+        hbm_bw = hbm_read
+        if hbm_sat:
+            share = 0.9 * active_f / hbm_sat
+            if share < 1.0:
+                hbm_bw *= share
+        hbm_time = total_steps / conc * hbm_step / hbm_bw + store / hbm_write
+        if hbm_time > kernel:
+            kernel = hbm_time
+        total = launch_fixed + grid * start_per_sm + kernel
+        if two_phase and (is_split or sk_tiles > 0):
+            if is_sk:
+                partials = (sk_tiles + sk_programs) * partial_tile
+                second_out = sk_tiles * elems * out_bytes
+                workspace = sk_programs * 2.0 * partial_tile
+                chain = -(-sk_tiles // sm) * (-(-sk_programs // sk_tiles) + 1.0) * (partial_tile / sm_bw + l2_lat)
+                if kernel < launch:
+                    total += launch - kernel
+            else:
+                partials = tiles * split * partial_tile
+                second_out = tiles * elems * out_bytes
+                workspace = partials
+                chain = -(-tiles // sm) * split * partial_tile / sm_bw
+            spread = partials / (l2_bw if workspace <= l2_eff else hbm_read)
+            total += latency + (chain if chain > spread else spread) + second_out / hbm_write
+        return total
+
+    return cost_of

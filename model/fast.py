@@ -4,7 +4,7 @@ Per (profile, dtype, alignment class) the full model is evaluated once, vectoris
 of shapes (M, N, K at two points per octave, 1 .. 65536) and on the centres of its cells.  Each
 cell keeps as candidates the configs that are best at any of its 8 corners or its centre (the
 centre catches winners that wave quantization makes best only inside the cell).  A new shape then
-costs one cell lookup and the exact model (``core.cost_scalar``) on those candidates, the one best
+costs one cell lookup and the exact model (``core.scalar_cost``) on those candidates, the one best
 at the cell's centre first, the rest skipped when a lower bound of their cost (analytic, or the
 lowest corner cost) already exceeds the best found.  Shapes outside
 the grid, batched problems, and cells whose candidates are all illegal use the full vectorised
@@ -58,6 +58,7 @@ class AlignmentClass:
             for i in range(len(table.configs))
         ]
         self.hw = (table.hw.element_bytes, *table.hw_tuple[1:])
+        self.costs = [core.scalar_cost(fields, self.hw, out_bytes) for fields in self.scalar]
         # twin[i]: the first config whose cost equals config i's for every shape (and legality class)
         signature: dict[tuple[object, ...], int] = {}
         self.twin = [
@@ -158,8 +159,7 @@ class AlignmentClass:
         self, cands: tuple[tuple[int, float], ...], legal: Sequence[bool], m: int, n: int, k: int
     ) -> tuple[int, float] | None:
         """The exact model on the legal candidates: (index, seconds without copies), first index on ties."""
-        hw, scalar, bound, out_bytes = self.hw, self.scalar, self.bound, self.out_bytes
-        cost = core.cost_scalar
+        costs, bound = self.costs, self.bound
         best_i, best_t = -1, math.inf
         for i, corner_low in cands:
             if not legal[i]:
@@ -182,7 +182,7 @@ class AlignmentClass:
                         lower = waves_time
                 if (launch + lower) * BOUND_MARGIN > best_t:
                     continue
-            t = cost(m, n, k, 1, out_bytes, scalar[i], hw)
+            t = costs[i](m, n, k)
             if t < best_t or (t == best_t and i < best_i):
                 best_i, best_t = i, t
         return (best_i, best_t) if best_i >= 0 else None
