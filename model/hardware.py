@@ -61,6 +61,11 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         2.0,
         "time per K-iteration of Stream-K's shared-tile phase relative to its data-parallel phase",
     ),
+    "model_l2_bandwidth_scale": (
+        1.0,
+        "L2 bandwidth the kernels' tile loads reach relative to the profile's l2_bandwidth probe (whole-line "
+        "requests of neighbouring SMs for the same panels)",
+    ),
     "model_tile_overhead": (
         15.0,
         "cycles per output tile outside the K loop beyond memory latency (index math, accumulator init, "
@@ -74,7 +79,7 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
 FITTED_PARAMETERS = (
     "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_mma_small_rate",
     "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra", "model_streamk_slowdown",
-    "model_scalar_load_cost", "model_scalar_loads_in_flight",
+    "model_scalar_load_cost", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale",
 )  # fmt: skip
 
 
@@ -211,7 +216,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         regs_per_thread_max=limits.regs_per_thread_max,
         max_threads_per_sm=limits.max_threads_per_sm,
         smem_bandwidth=float(smem_bw) * clock if smem_bw else math.inf,
-        l2_bandwidth=float(profile.value("l2_bandwidth")),
+        l2_bandwidth=float(profile.value("l2_bandwidth")) * _parameter(profile, "model_l2_bandwidth_scale"),
         l2_effective_bytes=float(profile.value("l2_effective_bytes")),
         l2_latency_s=(sum(l2_latency) / len(l2_latency)) / clock if l2_latency else 0.0,
         hbm_read_bandwidth=hbm_read,

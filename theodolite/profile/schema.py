@@ -136,6 +136,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_streamk_slowdown": MetricSpec(
             "1", "model fit: Stream-K shared-tile iteration time relative to data-parallel", False, 0, 1e3
         ),
+        "model_l2_bandwidth_scale": MetricSpec(
+            "1", "model fit: L2 bandwidth of the kernels' tile loads relative to l2_bandwidth", False, 0, 100
+        ),
         "model_tile_overhead": MetricSpec(
             "cycle", "model fit: cycles per output tile outside the K loop", False, 0, 1e6
         ),
