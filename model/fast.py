@@ -1,7 +1,7 @@
 """Microsecond selection: the exact model on a few candidates instead of the whole space.
 
 Per (profile, dtype, alignment class) the full model is evaluated once, vectorised, on a grid
-of shapes (M, N, K at two points per octave, 1 .. 65536) and on the centres of its cells.  Each
+of shapes (M, N, K at two points per octave, 1 .. 262144) and on the centres of its cells.  Each
 cell keeps as candidates the configs that are best at any of its 8 corners or its centre (the
 centre catches winners that wave quantization makes best only inside the cell).  A new shape then
 costs one cell lookup and the exact model (``core.scalar_cost``) on those candidates, the one best
@@ -26,7 +26,7 @@ from theodolite.model import core
 from theodolite.model.compute import VECTOR_BYTES
 from theodolite.model.predict import ConfigTable, alignment, choose_index, copy_time
 
-GRID_LOG2_MAX = 16  # grid points 2^0 .. 2^16 per dimension
+GRID_LOG2_MAX = 18  # grid points 2^0 .. 2^18 per dimension (vocabulary-sized N such as 128256 inside)
 STEPS_PER_OCTAVE = 2  # grid points per factor of two (cell_index below assumes 2)
 BOUND_MARGIN = 1.0 - 1e-9  # never prune a config whose bound ties the best (rounding)
 BUILD_AFTER = 1  # build a class's grid on first use: the pick never depends on what was selected before
@@ -221,7 +221,14 @@ def _step(x: int) -> int:
 
 
 # floor(2 log2 x) for every size below the grid's top, as one list lookup
-_STEPS = [0] + [_step(x) for x in range(1, 1 << GRID_LOG2_MAX)]
+def _steps(top: int) -> list[int]:
+    """``_step`` of 0 .. top-1 in one vectorised pass (``_step(0)`` taken as 0); tests hold it equal to _step."""
+    x = np.arange(top, dtype=np.int64)
+    b = np.frexp(np.maximum(x, 1).astype(np.float64))[1].astype(np.int64) - 1  # floor(log2 x), exact below 2^53
+    return (2 * b + (x * x >= np.left_shift(np.int64(2), 2 * b))).tolist()  # type: ignore[no-any-return]
+
+
+_STEPS = _steps(1 << GRID_LOG2_MAX)
 
 
 def cell_index(m: int, n: int, k: int) -> int | None:
@@ -278,30 +285,33 @@ class IntRoute:
         # the slow path builds, so the first shape of a kind takes the slow path once
         self.routes: dict[int, tuple[tuple[bool, ...], AlignmentClass]] = {}
         self.k_bins = len(table._k_thresholds) + 1
+        self.thresholds = table._k_thresholds
+        self.e = table.hw.element_bytes
+        # split-K crowding (ConfigTable.splitk_crowded) decided from its two extreme tile shapes when it can be
+        self.crowd_limit = table._splitk_limit
+        (self.small_m, self.small_n), (self.large_m, self.large_n) = table._splitk_extremes
 
     def __call__(self, m: int, n: int, k: int) -> tuple[int, float] | None:
         if m < 1 or n < 1 or k < 1:
             return None
-        table = self.table
-        hw = table.hw
-        e = hw.element_bytes
+        e = self.e
         a_al = ((k if self.a_by_k else m) * e) % ALIGN_BYTES == 0
         b_al = ((n if self.b_by_n else k) * e) % ALIGN_BYTES == 0
         big = 2.0 * m * n * k >= kernel_config.ALIGN_COPY_MIN_FLOPS  # read at call time, as needs_aligned_copy
         copy_a = big and not a_al and n >= ALIGN_COPY_MIN_REUSE
         copy_b = big and not b_al and m >= ALIGN_COPY_MIN_REUSE
-        crowded = table.splitk_crowded(m, n, 1)
-        if crowded is table._splitk_none:
-            crowd = 0
-        elif crowded is table._splitk_all:
-            crowd = 1
-        else:  # some split-K tile shapes crowded, some not: rare, keyed by the flags themselves
-            crowd = 2 + sum(1 << j for j, flag in enumerate(crowded) if flag)
-        k_bin = bisect.bisect_right(table._k_thresholds, k)
+        limit = self.crowd_limit
+        if limit is None or -(-m // self.small_m) * -(-n // self.small_n) <= limit:
+            crowd = 0  # no split-K tile shape crowded
+        elif -(-m // self.large_m) * -(-n // self.large_n) > limit:
+            crowd = 1  # every one crowded
+        else:  # some crowded, some not: rare, keyed by the flags themselves
+            crowd = 2 + sum(1 << j for j, flag in enumerate(self.table.splitk_crowded(m, n, 1)) if flag)
+        k_bin = bisect.bisect_right(self.thresholds, k)
         code = (crowd * self.k_bins + k_bin) * 16 + a_al + 2 * b_al + 4 * copy_a + 8 * copy_b
         route = self.routes.get(code)
         if route is None:
-            found = self._route(a_al, b_al, copy_a, copy_b, k_bin, crowded)
+            found = self._route(a_al, b_al, copy_a, copy_b, k_bin, self.table.splitk_crowded(m, n, 1))
             if found is None:
                 return None
             route = self.routes[code] = found
@@ -315,10 +325,12 @@ class IntRoute:
         if found_best is None:
             return None
         i, t = found_best
-        if copy_a:
-            t += hw.launch_s + 2.0 * m * k * e / hw.hbm_copy_bandwidth
-        if copy_b:
-            t += hw.launch_s + 2.0 * k * n * e / hw.hbm_copy_bandwidth
+        if copy_a or copy_b:
+            hw = self.table.hw
+            if copy_a:
+                t += hw.launch_s + 2.0 * m * k * e / hw.hbm_copy_bandwidth
+            if copy_b:
+                t += hw.launch_s + 2.0 * k * n * e / hw.hbm_copy_bandwidth
         return i, t
 
     def _route(

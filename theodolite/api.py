@@ -172,7 +172,11 @@ def resolve(profile: Profile | str | os.PathLike[str] | None) -> Profile:
 
 def _profile_key(profile: Profile | str | os.PathLike[str] | None) -> Any:
     if isinstance(profile, Profile):
-        return (fingerprint(profile), profile.origin)
+        key = profile.__dict__.get("_theodolite_key")
+        if key is None:  # computed once per Profile object (immutable)
+            key = (fingerprint(profile), profile.origin)
+            object.__setattr__(profile, "_theodolite_key", key)
+        return key
     return (profile, os.environ.get("THEODOLITE_PROFILE")) if profile is None else str(profile)
 
 

@@ -84,3 +84,21 @@ def test_select_matches_choose_fast() -> None:
         times, _ = evaluate(table, problem)
         assert s.predicted_time_s == pytest.approx(float(times[table.index[s.config.key]]), rel=1e-12)
         assert np.isfinite(t)
+
+
+def test_vectorised_steps_equal_the_integer_definition() -> None:
+    steps = fast._steps(1 << 12)
+    assert steps[0] == 0 and all(steps[x] == fast._step(x) for x in range(1, 1 << 12))
+    # around every power of two and its sqrt(2) multiple up to the grid's top
+    for b in range(1, fast.GRID_LOG2_MAX):
+        for x in (1 << b) - 1, 1 << b, (1 << b) + 1, int((1 << b) * 2**0.5), int((1 << b) * 2**0.5) + 1:
+            assert fast._STEPS[x] == fast._step(x), x
+
+
+def test_vocabulary_sized_shapes_take_the_grid() -> None:
+    table = table_for(H100, "bf16")
+    problem = Problem(4096, 128256, 4096)
+    assert fast.cell_index(4096, 128256, 4096) is not None
+    i_fast, _ = fast.choose_fast(table, problem)
+    i_full, times = choose_index(table, problem)
+    assert float(times[i_fast]) <= float(times[i_full]) * 1.0001
