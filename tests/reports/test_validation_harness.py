@@ -221,7 +221,8 @@ def test_model_pick_is_what_select_picks_and_predictions_come_from_rank(monkeypa
     profile = h100_sxm()
     problem = Problem(512, 512, 512)
     picked = model_pick(problem, profile)
-    expected = api._select_problem(problem, profile)
+    expected = api.select(512, 512, 512, profile=profile)
+    assert expected.config.key == api._select_problem(problem, profile).config.key
     assert picked.error is None and picked.key == expected.config.key
     assert picked.bottleneck == expected.bottleneck and picked.selection_us is not None and picked.selection_us > 0
     # the fast path and the full ranking agree on the winner, and every ranked config has a prediction
@@ -235,10 +236,10 @@ def test_model_pick_is_what_select_picks_and_predictions_come_from_rank(monkeypa
     monkeypatch.setattr(model, "rank", lambda p, prof, variants=None: predictions, raising=False)
     assert model_pick(problem, profile).predicted_ms[legal[1].key] == pytest.approx(0.02)
 
-    def broken(p: Problem, prof: object, args: object = None) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(api, "_select_problem", broken)
+    monkeypatch.setattr(api, "select", broken)
     assert "boom" in (model_pick(problem, profile).error or "")
 
 
