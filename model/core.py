@@ -77,6 +77,7 @@ def cost(
     mn, mx, ceil = ops.minimum, ops.maximum, ops.ceil
     e = hw.element_bytes
     sm = c.sm
+    scalar = a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES  # the scalar-load binary runs
     tm = ceil(m / c.bm)
     tn = ceil(n / c.bn)
     kt = ceil(k / c.bk)
@@ -118,8 +119,7 @@ def cost(
     occ_l = ceil(rest / active_l)
     per_prog = per_program(c, a_vec, b_vec, ops)
     # a misaligned operand is loaded synchronously (no async copy): nothing prefetches its latency
-    hide = latency / (1.0 / scalar_batches(c, a_vec, b_vec, hw, ops) if (a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES)
-                      else c.lat_div)  # fmt: skip
+    hide = latency / (1.0 / scalar_batches(c, a_vec, b_vec, hw, ops) if scalar else c.lat_div)
     # one program's K-step is a chain (its matrix work or its latency wait, then its loop bookkeeping); the
     # other programs resident on the SM fill that bookkeeping with their own matrix work
     chain = mx(per_prog, hide) + hw.iteration_overhead_s
@@ -208,12 +208,15 @@ def per_program(c: Any, a_vec: float, b_vec: float, ops: Any = NumpyOps) -> Any:
 
 
 def scalar_batches(c: Any, a_vec: float, b_vec: float, hw: Hardware, ops: Any = NumpyOps) -> Any:
-    """Round trips per K-iteration of a kernel with a misaligned operand: its scalar loads are synchronous and
-    held in registers until stored to shared memory, so a thread has at most ``scalar_in_flight`` of them
-    outstanding; the rest wait for the first batch to return (1 when every operand is aligned)."""
+    """Round trips per K-iteration of a kernel with a misaligned operand (call it only for those): its scalar
+    loads are synchronous and held in registers until stored to its one shared-memory buffer (the scalar builds
+    keep a single stage there), so an iteration waits for at least ``scalar_round_trips`` of them in a chain
+    (load, store, barrier before the matrix instructions), and more when a thread has more than
+    ``scalar_in_flight`` loads to keep outstanding.  The measured H100/H200 sweeps show the time independent of
+    the loads per thread (warps do not help), so the fits keep the chain's count."""
     rows = (c.bm if a_vec < VECTOR_BYTES else 0.0) + (c.bn if b_vec < VECTOR_BYTES else 0.0)
     per_thread = rows * c.bk / (c.warps * hw.warp_size)
-    return ops.maximum(ops.ceil(per_thread / hw.scalar_in_flight), 1.0)
+    return ops.maximum(ops.ceil(per_thread / hw.scalar_in_flight), hw.scalar_round_trips)
 
 
 def hardware_tuple(hw: Hardware) -> tuple[float, ...]:

@@ -24,7 +24,7 @@ from theodolite.kernels import config as kernel_config
 from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, Problem
 from theodolite.model import core
 from theodolite.model.compute import VECTOR_BYTES
-from theodolite.model.predict import ConfigTable, alignment, choose_index, copy_time
+from theodolite.model.predict import ConfigTable, alignment, choose_index, copy_time, scalar_widths
 
 GRID_LOG2_MAX = 18  # grid points 2^0 .. 2^18 per dimension (vocabulary-sized N such as 128256 inside)
 STEPS_PER_OCTAVE = 2  # grid points per factor of two (cell_index below assumes 2)
@@ -287,6 +287,7 @@ class IntRoute:
         self.k_bins = len(table._k_thresholds) + 1
         self.thresholds = table._k_thresholds
         self.e = table.hw.element_bytes
+        self.scalar = scalar_widths(layout, table.hw, table.dtype)
         # split-K crowding (ConfigTable.splitk_crowded) decided from its two extreme tile shapes when it can be
         self.crowd_limit = table._splitk_limit
         (self.small_m, self.small_n), (self.large_m, self.large_n) = table._splitk_extremes
@@ -343,12 +344,12 @@ class IntRoute:
             return None
         a_ok = a_al or copy_a
         b_ok = b_al or copy_b
-        scalar = table.hw.scalar_vec
+        a_scalar, b_scalar = self.scalar
         klass = _CLASSES.get(
             (
                 id(table),
-                VECTOR_BYTES if a_ok else scalar,
-                VECTOR_BYTES if b_ok else scalar,
+                VECTOR_BYTES if a_ok else a_scalar,
+                VECTOR_BYTES if b_ok else b_scalar,
                 self.out_bytes,
                 a_ok and b_ok,
             )

@@ -53,6 +53,17 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         1.0,
         "issue cost of a scalar (misaligned-row) load relative to a vector load instruction",
     ),
+    "model_scalar_k_load_share": (
+        1.0,
+        "cost of a scalar load of an operand whose rows run along K (A row-major, B column-major) relative to "
+        "one whose rows run along M or N (fitted on row-major 'nn' sweeps only, where B's scalar loads cost about "
+        "twice A's per element; other layouts are assumed to follow the rows' direction)",
+    ),
+    "model_scalar_round_trips": (
+        1.0,
+        "memory round trips a scalar-load build's K-iteration waits for at least (its loads, their store to "
+        "shared memory and the barrier before the matrix instructions are one dependent chain)",
+    ),
     "model_scalar_loads_in_flight": (
         32.0,
         "scalar (misaligned-row) loads one thread keeps outstanding per K-iteration before waiting for them",
@@ -79,7 +90,8 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
 FITTED_PARAMETERS = (
     "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_mma_small_rate",
     "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra", "model_streamk_slowdown",
-    "model_scalar_load_cost", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale",
+    "model_scalar_load_cost", "model_scalar_k_load_share",
+    "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale",
 )  # fmt: skip
 
 
@@ -116,8 +128,10 @@ class Hardware:
     latency_hiding: float
     launch_kernel_s: float  # one launch of our launcher: profile launch_overhead + model_launch_extra
     tma_launch_extra_s: float
-    scalar_vec: float  # effective bytes per load instruction of a misaligned operand
+    scalar_vec: float  # effective bytes per load instruction of a misaligned operand whose rows run along M or N
+    scalar_vec_k: float  # the same for a misaligned operand whose rows run along K
     scalar_in_flight: float  # scalar loads a thread keeps outstanding
+    scalar_round_trips: float  # round trips a scalar-load iteration waits for at least
     mma_min_m: float
     mma_small_rate: float
     streamk_slowdown: float
@@ -235,7 +249,10 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         launch_kernel_s=float(profile.value("launch_overhead")) + _parameter(profile, "model_launch_extra"),
         tma_launch_extra_s=_parameter(profile, "model_tma_launch_extra"),
         scalar_vec=DTYPE_BYTES[dtype] / _parameter(profile, "model_scalar_load_cost"),
+        scalar_vec_k=DTYPE_BYTES[dtype]
+        / (_parameter(profile, "model_scalar_load_cost") * _parameter(profile, "model_scalar_k_load_share")),
         scalar_in_flight=_parameter(profile, "model_scalar_loads_in_flight"),
+        scalar_round_trips=_parameter(profile, "model_scalar_round_trips"),
         mma_min_m=_parameter(profile, "model_mma_min_m"),
         mma_small_rate=_parameter(profile, "model_mma_small_rate"),
         streamk_slowdown=_parameter(profile, "model_streamk_slowdown"),

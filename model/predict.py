@@ -238,18 +238,29 @@ def alignment(problem: Problem, hw: Hardware | None = None) -> tuple[float, floa
     ``hw``: the table's hardware (its model_scalar_load_cost); None reads the profile-less default/override.
     """
     copies = needs_aligned_copy(problem)
-    scalar = hw.scalar_vec if hw is not None else _default_scalar_vec(problem.dtype)
-    a_vec = compute.VECTOR_BYTES if (problem.a_aligned or copies[0]) else scalar
-    b_vec = compute.VECTOR_BYTES if (problem.b_aligned or copies[1]) else scalar
+    a_scalar, b_scalar = scalar_widths(problem.layout, hw, problem.dtype)
+    a_vec = compute.VECTOR_BYTES if (problem.a_aligned or copies[0]) else a_scalar
+    b_vec = compute.VECTOR_BYTES if (problem.b_aligned or copies[1]) else b_scalar
     return a_vec, b_vec, copies
 
 
-def _default_scalar_vec(dtype: str) -> float:
-    """Effective bytes per load instruction of a misaligned operand without a profile (override or default)."""
+def scalar_widths(layout: str, hw: Hardware | None, dtype: str) -> tuple[float, float]:
+    """Effective bytes per load instruction of misaligned A and B: A's rows run along K when it is row-major
+    (layout "n."), B's when it is column-major (".t"); the others run along M or N."""
+    along_mn, along_k = (hw.scalar_vec, hw.scalar_vec_k) if hw is not None else _default_scalar_vec(dtype)
+    return (along_k if layout[0] == "n" else along_mn), (along_k if layout[1] == "t" else along_mn)
+
+
+def _default_scalar_vec(dtype: str) -> tuple[float, float]:
+    """Effective bytes per load instruction of a misaligned operand without a profile (override or default):
+    rows along M or N, rows along K."""
     from theodolite.model.hardware import _OVERRIDES, MODEL_PARAMETERS
 
-    cost = _OVERRIDES.get("model_scalar_load_cost", MODEL_PARAMETERS["model_scalar_load_cost"][0])
-    return DTYPE_BYTES[dtype] / cost
+    def value(name: str) -> float:
+        return _OVERRIDES.get(name, MODEL_PARAMETERS[name][0])
+
+    cost = value("model_scalar_load_cost")
+    return DTYPE_BYTES[dtype] / cost, DTYPE_BYTES[dtype] / (cost * value("model_scalar_k_load_share"))
 
 
 def copy_time(problem: Problem, copies: tuple[bool, bool], hw: Hardware) -> float:

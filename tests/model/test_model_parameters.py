@@ -98,3 +98,37 @@ def test_scalar_batches_count_round_trips() -> None:
     expected = max(-(-per_thread // in_flight), 1.0)
     assert core.scalar_batches(C, 2.0, 2.0, hw, core.ScalarOps) == expected
     assert core.scalar_batches(C, 16.0, 16.0, hw, core.ScalarOps) == 1.0
+
+
+def test_scalar_loads_cost_by_the_direction_of_the_operand_rows() -> None:
+    """A misaligned operand whose rows run along K (A row-major, B column-major) costs model_scalar_k_load_share
+    of one whose rows run along M or N, per load; aligned operands keep their vector width."""
+    from theodolite.model.predict import alignment, scalar_widths
+
+    reset_parameters()
+    base = h100_sxm()
+    costly = dataclasses.replace(
+        base,
+        metrics={
+            **base.metrics,
+            "model_scalar_load_cost": Measurement("model_scalar_load_cost", 10.0, "1", "model-fit"),
+            "model_scalar_k_load_share": Measurement("model_scalar_k_load_share", 0.5, "1", "model-fit"),
+        },
+    )
+    hw = hardware(costly, "bf16")
+    along_mn, along_k = 2.0 / 10.0, 2.0 / 5.0
+    assert scalar_widths("nn", hw, "bf16") == pytest.approx((along_k, along_mn))
+    assert scalar_widths("tt", hw, "bf16") == pytest.approx((along_mn, along_k))
+    assert scalar_widths("nt", hw, "bf16") == pytest.approx((along_k, along_k))
+    assert alignment(Problem(1000, 999, 777), hw)[:2] == pytest.approx((along_k, along_mn))
+    assert alignment(Problem(1000, 1024, 777), hw)[:2] == pytest.approx((along_k, 16.0))
+
+
+def test_scalar_round_trips_floor_the_batches() -> None:
+    hw = dataclasses.replace(hardware(h100_sxm(), "bf16"), scalar_round_trips=3.5, scalar_in_flight=32.0)
+
+    class C:
+        bm, bn, bk, warps = 64.0, 64.0, 64.0, 4.0
+
+    assert core.scalar_batches(C, 2.0, 2.0, hw, core.ScalarOps) == 3.5  # 64 loads a thread: 2 batches < 3.5
+    assert core.scalar_batches(C, 2.0, 2.0, dataclasses.replace(hw, scalar_in_flight=8.0), core.ScalarOps) == 8.0

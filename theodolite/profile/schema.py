@@ -130,6 +130,12 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_scalar_load_cost": MetricSpec(
             "1", "model fit: issue cost of a scalar (misaligned) load relative to a vector load", False, 0, 1e3
         ),
+        "model_scalar_k_load_share": MetricSpec(
+            "1", "model fit: scalar load cost of K-contiguous rows relative to M/N-contiguous ones", False, 0, 1e3
+        ),
+        "model_scalar_round_trips": MetricSpec(
+            "1", "model fit: memory round trips a scalar-load K-iteration waits for at least", False, 0, 1e3
+        ),
         "model_scalar_loads_in_flight": MetricSpec(
             "1", "model fit: scalar loads a thread keeps outstanding per K-iteration", False, 0, 1e9
         ),
