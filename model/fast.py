@@ -6,7 +6,8 @@ cell keeps as candidates the configs that are best at any of its 8 corners or it
 centre catches winners that wave quantization makes best only inside the cell).  A new shape then
 costs one cell lookup and the exact model (``core.scalar_cost``) on those candidates, the one best
 at the cell's centre first, the rest skipped when a lower bound of their cost (analytic, or the
-lowest corner cost) already exceeds the best found.  Shapes outside
+lowest corner cost) already exceeds the best found.  A candidate within NEAR_TIE of the cell's centre winner at
+every sample point (a near-twin there) is not kept.  Shapes outside
 the grid, batched problems, and cells whose candidates are all illegal use the full vectorised
 path.  So the pick is the model's exact argmin over the candidates; tests check it against the
 full argmin on random shapes.
@@ -35,6 +36,10 @@ CANDIDATE_SLACK = 1.05  # a grid point keeps the configs within 5% of its best (
 # margin below 1 keeps configs whose cost falls slightly where that does not hold (Stream-K's remainder)
 CORNER_BOUND = 0.9
 GRID_CHUNK = 1024  # grid points per vectorised cost call while building (numpy temporaries of ~0.5 MB)
+# a cell's candidate whose cost is within this of the centre winner's at all 9 sample points is dropped:
+# near-twin configs (another variant or stage count of the same tile) alternate as winners by fractions
+# of a percent, far below the model's error, and evaluating both costs ~25% of a selection
+NEAR_TIE = 0.005
 CANDIDATE_RANKS = 1  # 1: each point keeps only its best (2 cut fast-path misses further but cost ~5 us per selection)
 
 _TOP = GRID_LOG2_MAX * STEPS_PER_OCTAVE
@@ -110,12 +115,22 @@ class AlignmentClass:
         centre_times = self._times(centres)
         near_corner = _near_best(corner_times)
         kept = _near_best(centre_times)
+        # the centre's best config f of each cell; another winner of a sample point stays a candidate only if its
+        # cost differs from f's by more than NEAR_TIE at some sample point (else the two are near-twins here)
+        first = np.argmin(centre_times, axis=-1)[..., None]
+        distinct = _differs(centre_times, first)
         low = np.full(kept.shape, np.inf)
         for a in (0, 1):
             for b in (0, 1):
                 for c in (0, 1):
-                    kept |= near_corner[a : a + top, b : b + top, c : c + top]
-                    low = np.minimum(low, corner_times[a : a + top, b : b + top, c : c + top])
+                    corner = corner_times[a : a + top, b : b + top, c : c + top]
+                    near = near_corner[a : a + top, b : b + top, c : c + top]
+                    kept |= near
+                    distinct |= _differs(corner, first)
+                    low = np.minimum(low, corner)
+        is_first = np.zeros(kept.shape, dtype=bool)
+        np.put_along_axis(is_first, first, True, axis=-1)
+        kept &= distinct | is_first
         count = kept.shape[-1]
         kept = kept.reshape(-1, count)
         low = low.reshape(-1, count) * CORNER_BOUND
@@ -186,6 +201,14 @@ class AlignmentClass:
             if t < best_t or (t == best_t and i < best_i):
                 best_i, best_t = i, t
         return (best_i, best_t) if best_i >= 0 else None
+
+
+def _differs(times: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Configs whose cost at a sample point differs from the cell's first candidate's by more than NEAR_TIE
+    (either way; or where one of the two is illegal)."""
+    at_first = np.take_along_axis(times, first, axis=-1)
+    with np.errstate(invalid="ignore"):
+        return ~(np.abs(times - at_first) <= NEAR_TIE * at_first)
 
 
 def _near_best(times: np.ndarray) -> np.ndarray:
