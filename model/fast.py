@@ -36,10 +36,10 @@ CANDIDATE_SLACK = 1.05  # a grid point keeps the configs within 5% of its best (
 # margin below 1 keeps configs whose cost falls slightly where that does not hold (Stream-K's remainder)
 CORNER_BOUND = 0.9
 GRID_CHUNK = 1024  # grid points per vectorised cost call while building (numpy temporaries of ~0.5 MB)
-# a cell's candidate whose cost is within this of the centre winner's at all 9 sample points is dropped:
+# a cell's candidate whose cost is within 0.1% of the centre winner's at all 9 sample points is dropped:
 # near-twin configs (another variant or stage count of the same tile) alternate as winners by fractions
 # of a percent, far below the model's error, and evaluating both costs ~25% of a selection
-NEAR_TIE = 0.005
+NEAR_TIE = 0.001
 CANDIDATE_RANKS = 1  # 1: each point keeps only its best (2 cut fast-path misses further but cost ~5 us per selection)
 
 _TOP = GRID_LOG2_MAX * STEPS_PER_OCTAVE
