@@ -10,7 +10,8 @@ Structure (every hardware number from the profile via ``Hardware``):
 - work items (tiles, or tile slices) run in waves of the programs that fit at once; the last,
   partial wave is evaluated on its own (its SMs hold fewer programs, each runs faster);
 - per SM, an iteration costs max(programs x (matrix or shared memory, plus load issue), one program's chain:
-  max(that, latency / (stages - 1)) + loop overhead); a work item adds its pipeline fill and fixed cost;
+  max(that, latency / (stages - 1)) + loop overhead); a work item adds its pipeline fill, fixed cost and
+  epilogue (its tile written at one SM's bandwidth);
 - the memory system is a shared fluid: all L2 requests over the L2 bandwidth, all HBM misses
   (distinct rows/columns of the tiles running at once under the grouped order, plus the reuse
   the effective L2 cannot hold) and stores over HBM bandwidth reachable from the active SMs;
@@ -125,7 +126,11 @@ def cost(
     chain = mx(per_prog, hide) + hw.iteration_overhead_s
     it_f = mx(occ_f * per_prog, chain)
     it_l = mx(occ_l * per_prog, chain)
-    fixed = latency + hw.tile_overhead_s
+    # the epilogue: after its K loop a program writes its tile (accumulator -> registers -> global) through its
+    # SM at one SM's bandwidth; its own loop has nothing left to overlap it with (short K loops: comparable to
+    # the whole loop, so larger tiles pay it per more work)
+    epilogue = c.elems * ops.where(c.is_split, PARTIAL_BYTES, out_bytes) / hw.sm_bandwidth
+    fixed = latency + hw.tile_overhead_s + epilogue
     sk_iters = ceil(sk_tiles * kt / sk_programs)
     sk_segments = ops.where(sk_tiles > 0, 1.0 + ceil(sk_iters / kt), 0.0)
     sm_time = (
@@ -251,6 +256,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
     item_bytes = (PARTIAL_BYTES if is_split else out_bytes) * elems
     partial_tile = elems * PARTIAL_BYTES
     two_phase = bool(is_sk or is_split)
+    item_over = tile_over + item_bytes / sm_bw  # per work item: its overhead and its epilogue's writes
 
     def cost_of(m: int, n: int, k: int, batch: int = 1) -> float:
         tm = -(-m // bm)
@@ -298,7 +304,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         it_f = -(-conc // active_f) * per_program
         if chain > it_f:
             it_f = chain
-        fixed = latency + tile_over
+        fixed = latency + item_over
         sm_time = full * (fixed + iters * it_f)
         if rest > 0:
             it_l = -(-rest // (rest if rest < sm else sm)) * per_program

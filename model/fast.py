@@ -89,10 +89,12 @@ class AlignmentClass:
         )
         it_min = np.where(table.is_streamk, 0.0, np.maximum(per_program, hide_min) + hw.iteration_overhead_s)
         fixed_min = (hw.l2_latency_s if hw.hbm_latency_s >= hw.l2_latency_s else 0.0) + hw.tile_overhead_s
+        # plus the epilogue (exactly core.cost's: the work item's tile written at one SM's bandwidth)
+        fixed_min = fixed_min + table.elems * np.where(table.is_splitk, core.PARTIAL_BYTES, out_bytes) / hw.sm_bandwidth
         self.bound = [
             (int(table.bm[i]), int(table.bn[i]), int(table.bk[i]), int(table.split[i]), float(coef[i]),
              int(table.slots[i]), int(table.pprog[i]), bool(table.is_splitk[i]), float(it_min[i]),
-             float(table.launch_fixed[i]), float(fixed_min / max(float(it_min[i]), 1e-30)))
+             float(table.launch_fixed[i]), float(fixed_min[i] / max(float(it_min[i]), 1e-30)))
             for i in range(len(table.configs))
         ]  # fmt: skip
         self.grid: list[tuple[tuple[int, float], ...]] | None = None
