@@ -225,19 +225,12 @@ def scalar_batches(c: Any, a_vec: float, b_vec: float, hw: Hardware, ops: Any = 
 
 
 def hardware_tuple(hw: Hardware) -> tuple[float, ...]:
-    """The Hardware fields cost_scalar reads, in its unpacking order."""
+    """The Hardware fields scalar_cost reads, in its unpacking order."""
     return (
         float(hw.element_bytes), hw.l2_effective_bytes, hw.l2_latency_s, hw.hbm_latency_s, hw.iteration_overhead_s,
         hw.tile_overhead_s, hw.l2_bandwidth, hw.hbm_read_bandwidth, hw.hbm_saturation_sms, hw.hbm_write_bandwidth,
         hw.launch_kernel_s, hw.program_start_s, hw.streamk_slowdown, hw.sm_bandwidth,
     )  # fmt: skip
-
-
-def cost_scalar(m: int, n: int, k: int, batch: int, out_bytes: int, c: tuple[float, ...],
-                h: tuple[float, ...]) -> float:  # fmt: skip
-    """``cost`` for one config on Python numbers (``c``: SCALAR_FIELDS values, per_program for the problem's
-    alignment; ``h``: ``hardware_tuple``).  The fast path keeps the ``scalar_cost`` closures instead."""
-    return scalar_cost(c, h, out_bytes)(m, n, k, batch)
 
 
 def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> Callable[..., float]:
@@ -255,7 +248,6 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
     start_per_sm = prog_start / sm
     item_bytes = (PARTIAL_BYTES if is_split else out_bytes) * elems
     partial_tile = elems * PARTIAL_BYTES
-    two_phase = bool(is_sk or is_split)
     item_over = tile_over + item_bytes / sm_bw  # per work item: its overhead and its epilogue's writes
 
     def cost_of(m: int, n: int, k: int, batch: int = 1) -> float:
@@ -329,7 +321,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         if hbm_time > kernel:
             kernel = hbm_time
         total = launch_fixed + grid * start_per_sm + kernel
-        if two_phase and (is_split or sk_tiles > 0):
+        if is_split or sk_tiles > 0:
             if is_sk:
                 partials = (sk_tiles + sk_programs) * partial_tile
                 second_out = sk_tiles * elems * out_bytes

@@ -6,11 +6,11 @@ cell keeps as candidates the configs that are best at any of its 8 corners or it
 centre catches winners that wave quantization makes best only inside the cell).  A new shape then
 costs one cell lookup and the exact model (``core.scalar_cost``) on those candidates, the one best
 at the cell's centre first, the rest skipped when a lower bound of their cost (analytic, or the
-lowest corner cost) already exceeds the best found.  A candidate within NEAR_TIE of the cell's centre winner at
-every sample point (a near-twin there) is not kept.  Shapes outside
-the grid, batched problems, and cells whose candidates are all illegal use the full vectorised
-path.  So the pick is the model's exact argmin over the candidates; tests check it against the
-full argmin on random shapes.
+lowest corner cost) already exceeds the best found.  A candidate within NEAR_TIE of the cell's
+centre winner at every sample point (a near-twin there) is not kept.  Shapes outside the grid,
+batched problems, and cells whose candidates are all illegal use the full vectorised path.  So the
+pick is the model's exact argmin over the candidates; tests check it against the full argmin on
+random shapes.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from theodolite.kernels import config as kernel_config
 from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, Problem
 from theodolite.model import core
 from theodolite.model.compute import VECTOR_BYTES
+from theodolite.model.memory import aligned_copy_time
 from theodolite.model.predict import ConfigTable, alignment, choose_index, copy_time, scalar_widths
 
 GRID_LOG2_MAX = 18  # grid points 2^0 .. 2^18 per dimension (vocabulary-sized N such as 128256 inside)
@@ -57,7 +58,7 @@ class AlignmentClass:
         self.per_program = per_program
         columns = {name: per_program if name == "per_program" else getattr(table, name) for name in core.SCALAR_FIELDS}
         if a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES:  # synchronous loads: latency not hidden (as core.cost)
-            columns["lat_div"] = 1.0 / core.scalar_batches(table, a_vec, b_vec, table.hw) + 0.0 * table.lat_div
+            columns["lat_div"] = 1.0 / core.scalar_batches(table, a_vec, b_vec, table.hw)
         self.scalar = [
             tuple(_number(columns[name] if name == "sm" else columns[name][i]) for name in core.SCALAR_FIELDS)
             for i in range(len(table.configs))
@@ -351,12 +352,8 @@ class IntRoute:
         if found_best is None:
             return None
         i, t = found_best
-        if copy_a or copy_b:
-            hw = self.table.hw
-            if copy_a:
-                t += hw.launch_s + 2.0 * m * k * e / hw.hbm_copy_bandwidth
-            if copy_b:
-                t += hw.launch_s + 2.0 * k * n * e / hw.hbm_copy_bandwidth
+        if copy_a or copy_b:  # as copy_time
+            t += aligned_copy_time((m * k * e, k * n * e), (copy_a, copy_b), self.table.hw)
         return i, t
 
     def _route(

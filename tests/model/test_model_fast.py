@@ -32,7 +32,7 @@ def test_scalar_cost_equals_vector_cost(profile) -> None:  # type: ignore[no-unt
             klass = fast.alignment_class(table, a_vec, b_vec, problem.output_bytes, True)
             vector, _ = core.cost(m, n, k, 1, a_vec, b_vec, problem.output_bytes, table, table.hw, core.NumpyOps)
             for i, fields in enumerate(klass.scalar):
-                scalar = core.cost_scalar(m, n, k, 1, problem.output_bytes, fields, klass.hw)
+                scalar = core.scalar_cost(fields, klass.hw, problem.output_bytes)(m, n, k, 1)
                 assert scalar == pytest.approx(float(vector[i]), rel=1e-12), table.keys[i]
 
 
