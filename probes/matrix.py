@@ -340,18 +340,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
             method_version="2",
             note=f"steady state: after {warmed:.1f} s of the same kernel, {sample_s * 1e3:.0f} ms samples",
         )
-        if clocks:
-            clock = float(np.median(clocks))
-            measurement = Measurement(
-                **{
-                    **measurement.__dict__,
-                    "settings": {
-                        **measurement.settings,
-                        "clock_hz_during": clock,
-                        "flop_per_cycle_per_sm": measurement.value / clock / ctx.sm_count,
-                    },
-                }
-            )
+        measurement = _with_clock(measurement, clocks, ctx.sm_count)
         result.metrics[measurement.name] = measurement
         best_by_dtype[dtype] = measurement.value
         result.diagnostics[f"mma_tiles_{dtype}"] = tried
@@ -425,19 +414,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
         method_version="2",
         note=f"steady state: after {warmed:.1f} s of the same kernel, {sample_s * 1e3:.0f} ms samples",
     )
-    if fma_clocks:
-        clock = float(np.median(fma_clocks))
-        fma = Measurement(
-            **{
-                **fma.__dict__,
-                "settings": {
-                    **fma.settings,
-                    "clock_hz_during": clock,
-                    "flop_per_cycle_per_sm": fma.value / clock / ctx.sm_count,
-                },
-            }
-        )
-    result.metrics["fma_throughput_fp32"] = fma
+    result.metrics["fma_throughput_fp32"] = _with_clock(fma, fma_clocks, ctx.sm_count)
 
     # wave staircase (cross-check of the census)
     programs, seconds, info = staircase(ctx)
@@ -475,3 +452,17 @@ def run(ctx: ProbeContext) -> ProbeResult:
             }
         )
     return result
+
+
+def _with_clock(measurement: Measurement, clocks: list[float], sm_count: int) -> Measurement:
+    """The throughput with the SM clock its samples ran at (median of the kernel's own clock64/ns readings) and
+    the FLOP per cycle per SM that implies, in its settings; unchanged when no clock was read."""
+    if not clocks:
+        return measurement
+    clock = float(np.median(clocks))
+    settings = {
+        **measurement.settings,
+        "clock_hz_during": clock,
+        "flop_per_cycle_per_sm": measurement.value / clock / sm_count,
+    }
+    return Measurement(**{**measurement.__dict__, "settings": settings})

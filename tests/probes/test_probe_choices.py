@@ -68,3 +68,15 @@ def test_stream_bytes_counts_whole_persistent_shares():
     assert stream_bytes(StreamVariant(), (2 << 30) + 12, 132) == (2 << 30) + 12
     with pytest.raises(TypeError):
         StreamVariant(nonsense=1)  # type: ignore[call-arg]
+
+
+def test_throughput_carries_the_clock_it_ran_at():
+    from theodolite.probes.analysis import summarize
+    from theodolite.probes.matrix import _with_clock
+
+    rate = summarize("mma_throughput_bf16", [800e12, 810e12, 805e12], "FLOP/s", "matrix.onchip_dot", settings={"x": 1})
+    assert _with_clock(rate, [], 132) is rate  # no clock read: unchanged
+    timed = _with_clock(rate, [1.5e9, 1.7e9, 1.6e9], 132)
+    assert timed.value == rate.value and timed.settings["x"] == 1
+    assert timed.settings["clock_hz_during"] == pytest.approx(1.6e9)
+    assert timed.settings["flop_per_cycle_per_sm"] == pytest.approx(rate.value / 1.6e9 / 132)
