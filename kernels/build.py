@@ -38,7 +38,9 @@ _OUT_TYPES = {
 PROBLEM_VARIANTS = ("nn",)
 
 
-def _source(config: GemmConfig, dtype: str, layout: str, loads: str = "vector") -> tuple[Any, Any]:
+def _source(
+    config: GemmConfig, dtype: str, layout: str, loads: str = "vector", extra: dict[str, Any] | None = None
+) -> tuple[Any, Any]:
     """The ASTSource of a config's main kernel (what dominates its registers and shared memory).
 
     ``loads="scalar"``: the binary gemm() runs when both operands are misaligned and not copied
@@ -70,8 +72,11 @@ def _source(config: GemmConfig, dtype: str, layout: str, loads: str = "vector") 
         constexprs["BATCHED"] = False
     if config.variant == "splitk":
         constexprs["SPLIT_K"] = config.split_k
+    if config.variant in ("persistent", "tma"):
+        constexprs["FLATTEN"] = config.flatten
     out_vec = 16 // (2 if dtype in ("fp16", "bf16") else 4)
     constexprs.update(HAS_C=False, BIAS_MODE=0, HAS_SCALE=False, OUT_VEC=out_vec, C_VEC=0, N_VEC=out_vec)
+    constexprs.update(extra or {})
     signature: dict[str, str] = {}
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}
     declared = {p.name for p in kernel.params if p.is_constexpr}

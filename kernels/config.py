@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from theodolite.profile.schema import KernelBuild, Profile
 
 VARIANTS: tuple[str, ...] = ("persistent", "streamk", "splitk", "tma")
+FLATTENABLE: tuple[str, ...] = ("persistent", "tma")  # one loop over (tile, K step): tl.range(flatten=True)
 LAYOUTS: tuple[str, ...] = ("nn", "nt", "tn", "tt")  # A then B; 't' = stored transposed (column-major)
 
 # Input dtype name -> element size in bytes.  Names are the profile's metric suffixes.
@@ -65,6 +66,7 @@ class GemmConfig:
     num_warps: int = 4
     num_stages: int = 3
     split_k: int = 1  # splitk: K slices; other variants: 1
+    flatten: bool = False  # persistent/tma: tile and K loops fused, so the next tile's loads overlap this epilogue
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -79,21 +81,29 @@ class GemmConfig:
                 raise ConfigError(f"config field {name} must be a power of two, got {value}")
         if self.split_k != 1 and self.variant != "splitk":
             raise ConfigError(f"split_k={self.split_k} needs variant 'splitk', not {self.variant!r}")
+        if not isinstance(self.flatten, bool):
+            raise ConfigError(f"config field flatten must be a bool, got {self.flatten!r}")
+        if self.flatten and self.variant not in FLATTENABLE:
+            raise ConfigError(f"flatten needs variant persistent or tma, not {self.variant!r}")
 
     @property
     def key(self) -> str:
-        """Stable short name, e.g. ``persistent/128x256x64/g8/w8/s3/k1`` (used in profiles and results)."""
+        """Stable short name, e.g. ``persistent/128x256x64/g8/w8/s3/k1`` (used in profiles and results);
+        a flattened loop adds ``/f``."""
         return (
             f"{self.variant}/{self.block_m}x{self.block_n}x{self.block_k}/g{self.group_m}"
-            f"/w{self.num_warps}/s{self.num_stages}/k{self.split_k}"
+            f"/w{self.num_warps}/s{self.num_stages}/k{self.split_k}" + ("/f" if self.flatten else "")
         )
 
     @classmethod
     def from_key(cls, key: str) -> GemmConfig:
         try:
-            variant, tile, group, warps, stages, split = key.split("/")
+            parts = key.split("/")
+            flatten = len(parts) == 7 and parts[6] == "f"
+            variant, tile, group, warps, stages, split = parts[:6] if flatten else parts
             bm, bn, bk = (int(x) for x in tile.split("x"))
-            return cls(variant, bm, bn, bk, int(group[1:]), int(warps[1:]), int(stages[1:]), int(split[1:]))
+            fields = (int(group[1:]), int(warps[1:]), int(stages[1:]), int(split[1:]))
+            return cls(variant, bm, bn, bk, *fields, flatten=flatten)
         except ConfigError:
             raise
         except Exception:
@@ -217,44 +227,47 @@ def _scale_k(block_k: int, element: int) -> int:
     return max(16, block_k * 2 // element)
 
 
-# (block_m, block_n, block_k at 2 bytes, warps, stages)
+# (block_m, block_n, block_k at 2 bytes, warps, stages, flatten).  flatten: the tile and K loops fused
+# (the next tile's loads are issued during this tile's epilogue) where that measured faster for the
+# entry on H100 bf16 LLM shapes (>= 5% geomean, no shape worse than 0.96x; tma 128x256/64x256: 1-2%);
+# the other entries lost with it (up to 0.66x: tma 128x128 w8 s3); reports/results/experiments/README.md.
 _PERSISTENT = (
-    (128, 256, 64, 8, 3),
-    (128, 256, 64, 8, 4),
-    (256, 128, 64, 8, 3),
-    (256, 128, 64, 8, 4),
-    (128, 128, 64, 8, 3),
-    (128, 128, 64, 8, 4),
-    (128, 128, 64, 4, 4),
-    (128, 128, 128, 8, 3),
-    (128, 64, 64, 4, 3),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 3),
-    (64, 128, 64, 4, 4),
-    (64, 128, 128, 4, 3),
-    (64, 256, 64, 8, 3),
-    (64, 64, 64, 4, 4),
-    (64, 64, 128, 4, 4),
-    (32, 64, 128, 4, 4),
-    (32, 128, 64, 4, 4),
-    (16, 64, 128, 4, 4),
-    (16, 128, 128, 4, 4),
-    (16, 256, 64, 4, 4),
+    (128, 256, 64, 8, 3, True),
+    (128, 256, 64, 8, 4, True),
+    (256, 128, 64, 8, 3, True),
+    (256, 128, 64, 8, 4, False),
+    (128, 128, 64, 8, 3, True),
+    (128, 128, 64, 8, 4, True),
+    (128, 128, 64, 4, 4, False),
+    (128, 128, 128, 8, 3, True),
+    (128, 64, 64, 4, 3, False),
+    (128, 64, 64, 4, 4, True),
+    (64, 128, 64, 4, 3, False),
+    (64, 128, 64, 4, 4, False),
+    (64, 128, 128, 4, 3, False),
+    (64, 256, 64, 8, 3, False),
+    (64, 64, 64, 4, 4, False),
+    (64, 64, 128, 4, 4, True),
+    (32, 64, 128, 4, 4, False),
+    (32, 128, 64, 4, 4, False),
+    (16, 64, 128, 4, 4, False),
+    (16, 128, 128, 4, 4, False),
+    (16, 256, 64, 4, 4, False),
     # narrow N (tall-skinny outputs, N <= 32): a 64-wide tile wastes most of each MMA and store
-    (128, 32, 64, 4, 4),
-    (64, 32, 128, 4, 4),
+    (128, 32, 64, 4, 4, False),
+    (64, 32, 128, 4, 4, False),
 )
 _TMA = (
-    (128, 256, 64, 8, 3),
-    (128, 256, 64, 8, 4),
-    (256, 128, 64, 8, 3),
-    (128, 128, 64, 8, 3),
-    (128, 128, 64, 8, 4),
-    (128, 128, 64, 4, 4),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (64, 64, 128, 4, 4),
-    (64, 256, 64, 8, 4),
+    (128, 256, 64, 8, 3, True),
+    (128, 256, 64, 8, 4, True),
+    (256, 128, 64, 8, 3, False),
+    (128, 128, 64, 8, 3, False),
+    (128, 128, 64, 8, 4, False),
+    (128, 128, 64, 4, 4, False),
+    (128, 64, 64, 4, 4, False),
+    (64, 128, 64, 4, 4, False),
+    (64, 64, 128, 4, 4, True),
+    (64, 256, 64, 8, 4, True),
 )
 _STREAMK = (
     (128, 256, 64, 8, 3),
@@ -279,8 +292,12 @@ def _space(dtype: str, variant: str) -> tuple[GemmConfig, ...]:
         return tuple(
             GemmConfig("splitk", bm, bn, _scale_k(bk, element), 8, w, s, split) for bm, bn, bk, w, s, split in _SPLITK
         )
-    table = {"persistent": _PERSISTENT, "tma": _TMA, "streamk": _STREAMK}[variant]
-    return tuple(GemmConfig(variant, bm, bn, _scale_k(bk, element), 8, w, s) for bm, bn, bk, w, s in table)
+    if variant == "streamk":
+        return tuple(GemmConfig(variant, bm, bn, _scale_k(bk, element), 8, w, s) for bm, bn, bk, w, s in _STREAMK)
+    table = {"persistent": _PERSISTENT, "tma": _TMA}[variant]
+    return tuple(
+        GemmConfig(variant, bm, bn, _scale_k(bk, element), 8, w, s, flatten=flat) for bm, bn, bk, w, s, flat in table
+    )
 
 
 def config_space(dtype: str, variants: tuple[str, ...] | None = None) -> tuple[GemmConfig, ...]:
@@ -383,11 +400,12 @@ def legal_configs(
 # the copy costs one read and one write of the operand, the kernel reads it once per tile
 # column (A) or tile row (B) on the other side.
 ALIGN_COPY_MIN_REUSE = 128
-# Problems below this many FLOPs are never copied (0: off, the measured rule so far).  The H100 sweep of
-# 2026-11-23 (rotated back-to-back timing) shows small copied problems at 0.78x torch.matmul geomean (81
-# shapes, 47 of the 60 below 0.85x) while small misaligned problems run uncopied at 1.24x: the copy is an
-# extra launch.  Copies won from ~1.5e9 FLOPs up, hence 2e9 (the sweeps after that date use it).
-ALIGN_COPY_MIN_FLOPS = 2e9
+# Problems below this many FLOPs are never copied (0: off).  The copy is an extra launch (a few us of host
+# and GPU time), so tiny problems run uncopied with element-wise loads.  H100 bf16, 2026-11-23, the 118
+# random-dev shapes this rule touches, timed uncopied and copied side by side with torch.matmul: best
+# config vs torch geomean 0.986 never copying below 2e9 FLOPs, 1.007 with any threshold in [4e8, 1e9],
+# 0.906 copying always (reports/results/experiments/align-copy-*-h100.json).
+ALIGN_COPY_MIN_FLOPS = 6e8
 
 
 def needs_aligned_copy(problem: Problem) -> tuple[bool, bool]:

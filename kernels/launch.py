@@ -590,7 +590,13 @@ def plan_gemm(
 
         grid = (min(tiles, sms * per_sm),)
         plan.steps.append(
-            _Launch(persistent_kernel, grid, pointers, {**common, **epi, **meta, **operand_flags, **flags}, psrc)
+            _Launch(
+                persistent_kernel,
+                grid,
+                pointers,
+                {**common, **epi, **meta, **operand_flags, **flags, "FLATTEN": config.flatten},
+                psrc,
+            )
         )
     elif config.variant == "tma":
         from theodolite.kernels.tma import tma_kernel
@@ -604,7 +610,16 @@ def plan_gemm(
         sab = -(-sab // vec) * vec
         sbb = -(-sbb // vec) * vec
         tma_common = {**common, "stride_ab": sab, "stride_bb": sbb}
-        kwargs = {**tma_common, **epi, "batch": batch, "BATCHED": batch > 1, **meta, **tma_flags, **flags}
+        kwargs = {
+            **tma_common,
+            **epi,
+            "batch": batch,
+            "BATCHED": batch > 1,
+            **meta,
+            **tma_flags,
+            **flags,
+            "FLATTEN": config.flatten,
+        }
         plan.steps.append(_Launch(tma_kernel, grid, pointers, kwargs, psrc))
     elif config.variant == "streamk":
         from theodolite.kernels.streamk import streamk_fixup, streamk_kernel

@@ -57,6 +57,7 @@ def tma_kernel(
     A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, BATCHED: tl.constexpr,
     PRECISION: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr, HAS_SCALE: tl.constexpr,
     OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
+    FLATTEN: tl.constexpr,
 ):  # fmt: skip
     # Operand extents as stored (LM/LN: padded widths of a copied operand; TMA zero-fills past M, N, K).
     if BATCHED:
@@ -82,7 +83,7 @@ def tma_kernel(
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in range(pid, num_tiles, programs):
+    for tile in tl.range(pid, num_tiles, programs, flatten=FLATTEN):
         bid, pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N

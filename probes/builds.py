@@ -39,8 +39,8 @@ def refresh(paths: Sequence[str], dtypes: Sequence[str] = DEFAULT_DTYPES, worker
             print(f"{arch}: {len(by_arch[arch])} builds in {time.time() - start:.1f}s")
     for path, profile in profiles:
         fresh = by_arch[profile.provenance.architecture]
-        renewed = {(b.variant, b.config_key, b.dtype, b.loads) for b in fresh}
-        kept = [b for b in profile.kernel_builds if (b.variant, b.config_key, b.dtype, b.loads) not in renewed]
+        # a refreshed dtype's builds are replaced whole: configs that left the space leave the profile too
+        kept = [b for b in profile.kernel_builds if b.dtype not in dtypes]
         updated = dataclasses.replace(profile, kernel_builds=tuple(kept + fresh))
         save_profile(updated, path, overwrite=True)
         spills = sum(1 for b in fresh if b.n_spills > 0)

@@ -65,7 +65,7 @@ def test_a_profile_value_changes_predictions() -> None:
         },
     )
     problem = Problem(4096, 4096, 4096)
-    config = GemmConfig("persistent", 128, 128, 64, num_warps=8)
+    config = GemmConfig("persistent", 128, 128, 64, num_warps=8, flatten=True)
     clear_tables()
     t_base = predict(problem, config, base).time_s
     t_slow = predict(problem, config, slower).time_s
@@ -82,8 +82,8 @@ def test_scalar_load_cost_from_the_profile_reaches_misaligned_predictions() -> N
             "model_scalar_load_cost": Measurement("model_scalar_load_cost", 8.0, "1", "model-fit"),
         },
     )
-    problem = Problem(1000, 999, 777)  # misaligned rows, below the copy threshold: scalar loads
-    config = GemmConfig("persistent", 64, 64, 128, num_warps=4, num_stages=4)
+    problem = Problem(300, 299, 777)  # misaligned rows, below the copy threshold: scalar loads
+    config = GemmConfig("persistent", 64, 64, 128, num_warps=4, num_stages=4, flatten=True)
     assert predict(problem, config, costly).time_s > predict(problem, config, base).time_s
 
 
@@ -120,8 +120,8 @@ def test_scalar_loads_cost_by_the_direction_of_the_operand_rows() -> None:
     assert scalar_widths("nn", hw, "bf16") == pytest.approx((along_k, along_mn))
     assert scalar_widths("tt", hw, "bf16") == pytest.approx((along_mn, along_k))
     assert scalar_widths("nt", hw, "bf16") == pytest.approx((along_k, along_k))
-    assert alignment(Problem(1000, 999, 777), hw)[:2] == pytest.approx((along_k, along_mn))
-    assert alignment(Problem(1000, 1024, 777), hw)[:2] == pytest.approx((along_k, 16.0))
+    assert alignment(Problem(300, 299, 777), hw)[:2] == pytest.approx((along_k, along_mn))
+    assert alignment(Problem(300, 1024, 777), hw)[:2] == pytest.approx((along_k, 16.0))
 
 
 def test_scalar_round_trips_floor_the_batches() -> None:

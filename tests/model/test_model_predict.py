@@ -120,11 +120,13 @@ def test_more_sms_never_slower(m: int, n: int, k: int, extra: int) -> None:
     # bandwidth-bound full wave can grow by one tile while the last wave shrinks to its compute floor
     # The best over the configs legal on both (legality depends on the SM count: split-K's tile limit),
     # within 1%: a wider wave can re-read a panel once more.  Single configs may get slower (Stream-K's
-    # policy turns a full wave into shared tiles when the tiles no longer divide the programs).
+    # policy turns a full wave into shared tiles when the tiles no longer divide the programs).  Within 2%:
+    # Stream-K splits few tiles over every program launched, so more SMs mean more partial tiles to fix up
+    # (833x129x4200: 21 tiles over 264 vs 274 programs, the best 1.3% slower).
     here = {p.key: p.time_s for p in rank(problem, H100)}
     there = {p.key: p.time_s for p in rank(problem, bigger)}
     both = here.keys() & there.keys()
-    assert min(there[key] for key in both) <= min(here[key] for key in both) * 1.01
+    assert min(there[key] for key in both) <= min(here[key] for key in both) * 1.02
 
 
 def test_wave_quantization_by_hand() -> None:
@@ -134,13 +136,13 @@ def test_wave_quantization_by_hand() -> None:
     assert last_wave_busy_fraction(512, 132) == pytest.approx(116 / 132)
     assert last_wave_busy_fraction(264, 132) == 1.0
     assert waves(131, 132) == (0, 131)
-    pred = predict(Problem(4096, 4096, 4096), _config("persistent/128x256x64/g8/w8/s3/k1"), H100)
+    pred = predict(Problem(4096, 4096, 4096), _config("persistent/128x256x64/g8/w8/s3/k1/f"), H100)
     assert pred.details["tiles"] == 512
     assert pred.details["waves"] == 4
     assert pred.details["last_wave_busy"] == pytest.approx(116 / 132)
     # one tile more than a full wave costs a whole extra tile time
-    one = predict(Problem(128 * 132, 256, 4096), _config("persistent/128x256x64/g8/w8/s3/k1"), H100)
-    two = predict(Problem(128 * 133, 256, 4096), _config("persistent/128x256x64/g8/w8/s3/k1"), H100)
+    one = predict(Problem(128 * 132, 256, 4096), _config("persistent/128x256x64/g8/w8/s3/k1/f"), H100)
+    two = predict(Problem(128 * 133, 256, 4096), _config("persistent/128x256x64/g8/w8/s3/k1/f"), H100)
     assert one.details["waves"] == 1 and two.details["waves"] == 2
     # the last wave holds one tile: the SMs need a whole extra tile time (64 iterations at least)
     assert two.breakdown["sm_time"] >= one.breakdown["sm_time"] + 64 * one.breakdown["iter_compute"] * 0.999

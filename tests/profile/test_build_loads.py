@@ -10,7 +10,7 @@ from theodolite.kernels.config import GemmConfig, KernelLimits, Problem, legal_c
 
 from theodolite.profile import KernelBuild, Profile, load_profile, save_profile
 
-KEY = "persistent/128x128x128/g8/w8/s3/k1"
+KEY = "persistent/128x128x128/g8/w8/s3/k1/f"
 
 
 def _with_builds(profile: Profile) -> Profile:
