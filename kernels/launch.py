@@ -217,8 +217,34 @@ def _locks(device: torch.device, count: int) -> torch.Tensor:
     return buf
 
 
-def _aligned_copy(op: _Operand, vec: int) -> tuple[_Operand, Callable[[], None]]:
-    """A padded-stride buffer for a misaligned operand and the copy that fills it (run at each launch)."""
+class _AlignedCopy:
+    """Plan step: copy a misaligned operand into its padded-stride buffer (run at each launch).
+
+    ``source`` names the gemm() argument it reads (0 a, 1 b; -1 when the operand was made contiguous first),
+    so a cached call (``_FastGemm``) re-binds it to that call's tensor of the same metadata."""
+
+    __slots__ = ("dst", "src", "source", "row_major", "first_only")
+
+    def __init__(self, dst: torch.Tensor, src: torch.Tensor, source: int, row_major: bool, first_only: bool) -> None:
+        self.dst, self.src, self.source = dst, src, source
+        self.row_major, self.first_only = row_major, first_only
+
+    def view(self, x: torch.Tensor) -> torch.Tensor:
+        """The operand as stored ([batch, outer, contiguous]) from a gemm() argument of the plan's metadata."""
+        x3 = x if x.dim() == 3 else x.unsqueeze(0)
+        if self.first_only:
+            x3 = x3[:1]
+        return x3 if self.row_major else x3.transpose(-1, -2)
+
+    def __call__(self) -> None:
+        self.dst.copy_(self.src)
+
+    def run_from(self, x: torch.Tensor) -> None:
+        self.dst.copy_(self.view(x))
+
+
+def _aligned_copy(op: _Operand, vec: int, source: int) -> tuple[_Operand, _AlignedCopy]:
+    """A padded-stride buffer for a misaligned operand and the step that fills it (run at each launch)."""
     src = op.tensor
     batch_src = src if op.batch_stride != 0 else src[:1]
     view = batch_src if op.row_major else batch_src.transpose(-1, -2)  # as stored: [b, outer, contiguous]
@@ -228,9 +254,7 @@ def _aligned_copy(op: _Operand, vec: int) -> tuple[_Operand, Callable[[], None]]
     dst = buf[..., :inner]
     if padded > inner:  # zero padding: along K the kernels read it (as zeros) instead of masking
         buf[..., inner:].zero_()
-
-    def copy() -> None:
-        dst.copy_(view)
+    step = _AlignedCopy(dst, view, source, op.row_major, op.batch_stride == 0)
 
     stored = dst if op.row_major else dst.transpose(-1, -2)
     if op.batch_stride == 0 and src.shape[0] > 1:
@@ -244,7 +268,7 @@ def _aligned_copy(op: _Operand, vec: int) -> tuple[_Operand, Callable[[], None]]
         padded,
         op.contiguous_is_k,
     )
-    return new, copy
+    return new, step
 
 
 def _row_vec(x: torch.Tensor, n: int) -> int:
@@ -514,10 +538,10 @@ def plan_gemm(
     b_op = _operand(b, batch, False, vec)
     copy_a, copy_b = needs_aligned_copy(problem)
     if copy_a:
-        a_op, step = _aligned_copy(a_op, vec)
+        a_op, step = _aligned_copy(a_op, vec, 0 if a_op.tensor.data_ptr() == a.data_ptr() else -1)
         plan.steps.append(step)
     if copy_b:
-        b_op, step = _aligned_copy(b_op, vec)
+        b_op, step = _aligned_copy(b_op, vec, 1 if b_op.tensor.data_ptr() == b.data_ptr() else -1)
         plan.steps.append(step)
     lm = m if a_op.contiguous_is_k else a_op.extent
     ln = n if b_op.contiguous_is_k else b_op.extent
@@ -575,10 +599,11 @@ def plan_gemm(
     )  # fmt: skip
     pointers = (a_op.tensor, b_op.tensor, out3, c3 if c3 is not None else dummy, bias if bias is not None else dummy,
                 scale if scale is not None else dummy)  # fmt: skip
-    # Which gemm() argument each pointer is (0 a, 1 b, 2 out, 3 c, 4 bias); -1: made here, not re-bindable.
+    # Which gemm() argument each pointer is (0 a, 1 b, 2 out, 3 c, 4 bias); -1: made here, not re-bindable;
+    # None: a constant of the plan (a padded copy's buffer, which its copy step refills at each call).
     psrc = (
-        0 if not copy_a and a_op.tensor.data_ptr() == a.data_ptr() else -1,
-        1 if not copy_b and b_op.tensor.data_ptr() == b.data_ptr() else -1,
+        None if copy_a else (0 if a_op.tensor.data_ptr() == a.data_ptr() else -1),
+        None if copy_b else (1 if b_op.tensor.data_ptr() == b.data_ptr() else -1),
         2,
         (3 if c is not None and c3.data_ptr() == c.data_ptr() else -1) if c3 is not None else 2,
         (4 if bias_in is not None and bias.data_ptr() == bias_in.data_ptr() else -1) if bias is not None else 2,
@@ -709,25 +734,32 @@ class _FastGemm:
     arguments and workspace, re-bound to each call's tensors.  A repeated gemm() call then costs a
     dictionary lookup, the output allocation and one direct launch per kernel."""
 
-    __slots__ = ("launches", "out_shape", "out_dtype")
+    __slots__ = ("copies", "launches", "out_shape", "out_dtype")
 
     def __init__(
         self,
+        copies: list[_AlignedCopy],
         launches: list[tuple[Callable[..., None], list[Any], tuple[tuple[int, int], ...]]],
         out_shape: tuple[int, ...] | None,
         out_dtype: torch.dtype,
     ) -> None:
+        self.copies = copies
         self.launches = launches
         self.out_shape = out_shape
         self.out_dtype = out_dtype
 
     @classmethod
     def of(cls, plan: GemmPlan, allocate_out: bool) -> _FastGemm | None:
-        """The cached form of a plan that has run once; None when it cannot be re-bound (copies, scales)."""
+        """The cached form of a plan that has run once; None when it cannot be re-bound (an operand made
+        contiguous first, scales)."""
         if not plan.steps:
             return None
+        copies: list[_AlignedCopy] = []
         launches = []
         for step in plan.steps:
+            if isinstance(step, _AlignedCopy) and step.source in (0, 1) and not launches:
+                copies.append(step)
+                continue
             if not isinstance(step, _Launch) or step.runner is None or not step.sources:
                 return None
             if any(source == -1 for source in step.sources):
@@ -737,7 +769,7 @@ class _FastGemm:
             for i, _ in slots:
                 ordered[i] = None  # hold no reference to this call's tensors
             launches.append((step.runner, ordered, slots))
-        return cls(launches, tuple(plan.out.shape) if allocate_out else None, plan.out.dtype)
+        return cls(copies, launches, tuple(plan.out.shape) if allocate_out else None, plan.out.dtype)
 
     def run(
         self,
@@ -750,6 +782,8 @@ class _FastGemm:
         if out is None:
             out = torch.empty(self.out_shape, dtype=self.out_dtype, device=a.device)  # type: ignore[arg-type]
         tensors = (a, b, out, c, bias)
+        for copy in self.copies:
+            copy.run_from(tensors[copy.source])
         for runner, ordered, slots in self.launches:
             args = ordered.copy()
             for i, source in slots:

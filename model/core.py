@@ -130,11 +130,14 @@ def cost(
     # SM at one SM's bandwidth; its own loop has nothing left to overlap it with (short K loops: comparable to
     # the whole loop, so larger tiles pay it per more work)
     epilogue = c.elems * ops.where(c.is_split, PARTIAL_BYTES, out_bytes) / hw.sm_bandwidth
-    fixed = latency + hw.tile_overhead_s + epilogue
+    # a flattened loop (one loop over tiles and K steps) issues the next item's first loads before this
+    # item's epilogue: that share of the fill latency and tile overhead is hidden, except for a program's first
+    before = latency + hw.tile_overhead_s
+    fixed = before * (1.0 - c.flat_hide) + epilogue
     sk_iters = ceil(sk_tiles * kt / sk_programs)
     sk_segments = ops.where(sk_tiles > 0, 1.0 + ceil(sk_iters / kt), 0.0)
     sm_time = (
-        full * (fixed + iters * it_f) + has_rest * (fixed + iters * it_l)
+        full * (fixed + iters * it_f) + has_rest * (fixed + iters * it_l) + c.flat_hide * before
         + sk_iters * it_f * hw.streamk_slowdown + sk_segments * fixed
     )  # fmt: skip
 
@@ -202,7 +205,7 @@ def cost(
 
 SCALAR_FIELDS = (
     "bm", "bn", "bk", "gm", "split", "is_sk", "is_split", "pprog", "slots", "panel", "elems", "per_program",
-    "lat_div", "launch_fixed", "sm",
+    "lat_div", "launch_fixed", "sm", "flat_hide",
 )  # fmt: skip
 
 
@@ -239,7 +242,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
     call costs only the shape-dependent arithmetic (~3 us).  Tests hold it equal to ``cost``; change both
     together.
     """
-    bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm = c
+    bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh = c
     (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, launch, prog_start, sk_slow,
      sm_bw) = h  # fmt: skip
     step_bytes = bk * e
@@ -248,7 +251,8 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
     start_per_sm = prog_start / sm
     item_bytes = (PARTIAL_BYTES if is_split else out_bytes) * elems
     partial_tile = elems * PARTIAL_BYTES
-    item_over = tile_over + item_bytes / sm_bw  # per work item: its overhead and its epilogue's writes
+    item_over = tile_over * (1.0 - fh) + item_bytes / sm_bw  # per work item: its overhead and its epilogue's writes
+    kept = 1.0 - fh  # share of the fixed cost a flattened loop does not hide
 
     def cost_of(m: int, n: int, k: int, batch: int = 1) -> float:
         tm = -(-m // bm)
@@ -296,8 +300,8 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         it_f = -(-conc // active_f) * per_program
         if chain > it_f:
             it_f = chain
-        fixed = latency + item_over
-        sm_time = full * (fixed + iters * it_f)
+        fixed = latency * kept + item_over
+        sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over)
         if rest > 0:
             it_l = -(-rest // (rest if rest < sm else sm)) * per_program
             sm_time += fixed + iters * (chain if chain > it_l else it_l)

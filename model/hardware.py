@@ -77,6 +77,11 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "L2 bandwidth the kernels' tile loads reach relative to the profile's l2_bandwidth probe (whole-line "
         "requests of neighbouring SMs for the same panels)",
     ),
+    "model_flatten_hiding": (
+        0.5,
+        "share of a work item's fixed cost (pipeline fill latency and tile overhead) that a flattened tile loop "
+        "(GemmConfig.flatten) hides behind the previous item: its next loads are issued before its epilogue",
+    ),
     "model_tile_overhead": (
         15.0,
         "cycles per output tile outside the K loop beyond memory latency (index math, accumulator init, "
@@ -91,7 +96,7 @@ FITTED_PARAMETERS = (
     "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_mma_small_rate",
     "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra", "model_streamk_slowdown",
     "model_scalar_load_cost", "model_scalar_k_load_share",
-    "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale",
+    "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale", "model_flatten_hiding",
 )  # fmt: skip
 
 
@@ -125,6 +130,7 @@ class Hardware:
     issue_rate: float  # warp instructions per second per SM
     load_instructions: float
     tile_overhead_s: float
+    flatten_hiding: float  # share of an item's fixed cost a flattened loop hides (items after a program's first)
     latency_hiding: float
     launch_kernel_s: float  # one launch of our launcher: profile launch_overhead + model_launch_extra
     tma_launch_extra_s: float
@@ -245,6 +251,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         issue_rate=_parameter(profile, "model_issue_rate") * clock,
         load_instructions=_parameter(profile, "model_load_instructions"),
         tile_overhead_s=_parameter(profile, "model_tile_overhead") / clock,
+        flatten_hiding=_parameter(profile, "model_flatten_hiding"),
         latency_hiding=_parameter(profile, "model_latency_hiding"),
         launch_kernel_s=float(profile.value("launch_overhead")) + _parameter(profile, "model_launch_extra"),
         tma_launch_extra_s=_parameter(profile, "model_tma_launch_extra"),

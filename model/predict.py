@@ -110,6 +110,8 @@ class ConfigTable:
                            zip(configs, builds, strict=False)])  # fmt: skip
         self.split = arr([c.split_k for c in configs])
         self.is_tma = np.array([c.variant == "tma" for c in configs])
+        # a flattened tile loop hides this share of each further work item's fixed cost (core.cost)
+        self.flat_hide = arr([hw.flatten_hiding if c.flatten else 0.0 for c in configs])
         self.is_streamk = np.array([c.variant == "streamk" for c in configs])
         self.is_splitk = np.array([c.variant == "splitk" for c in configs])
         self.launched = arr([occupancy.launched_per_sm(c, dtype, limits) for c in configs])

@@ -187,14 +187,21 @@ def test_gemm_launch_cache_rebinds(variant: str) -> None:
     assert len(launch._FAST) > 0
 
 
-def test_gemm_launch_cache_misaligned_and_views() -> None:
-    """Calls the cache must not serve the same way (aligned copy, offset views) stay correct when repeated."""
+def test_gemm_launch_cache_misaligned_and_views(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Repeated calls with an aligned copy (served by the launch cache, the copy re-bound to each call's
+    operand) and offset views (different cache entries) stay correct."""
+    import theodolite.kernels.config as config_module
+    from theodolite.kernels import launch
+
+    monkeypatch.setattr(config_module, "ALIGN_COPY_MIN_FLOPS", 0.0)
     k = _kernels()
     config = configs()["persistent"]
-    for _ in range(2):
-        a = operand(200, 1001, False, torch.bfloat16)  # misaligned rows: copied
+    for round_ in range(3):
+        a = operand(200, 1001, round_ == 1, torch.bfloat16)  # misaligned rows: copied (round 1: column-major)
         b = operand(1001, 300, False, torch.bfloat16)
-        assert rel_error(k.gemm(a, b, config), a.double() @ b.double()) <= TOL["bf16"]
+        assert rel_error(k.gemm(a, b, config), a.double() @ b.double()) <= TOL["bf16"], round_
+        key = launch._fast_key(a, b, config, None, 1.0, 0.0, None, None, None, None, None, None, None)
+        assert key in launch._FAST and launch._FAST[key].copies, round_
         base = torch.randn(129 * 256 + 8, device="cuda", dtype=torch.bfloat16)
         for offset in (0, 8, 1):  # pointer alignment changes: different cache entries
             x = base[offset : offset + 128 * 256].view(128, 256)

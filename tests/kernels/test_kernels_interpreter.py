@@ -201,6 +201,29 @@ def test_misaligned_operand_copy_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     check(plan_gemm(a, b2, CONFIGS["tma"]).run(), a, b2, torch.float16)  # tma legal through the copy of A
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_aligned_copy_step_rebinds_to_a_new_operand(monkeypatch: pytest.MonkeyPatch, transposed: bool) -> None:
+    """gemm()'s launch cache re-runs a plan's copy steps on each call's operand: the step must read the
+    tensor it is given, not the one the plan was made with (else a cached call multiplies stale data)."""
+    import theodolite.kernels.config as config_module
+    from theodolite.kernels.launch import _AlignedCopy
+
+    monkeypatch.setattr(config_module, "ALIGN_COPY_MIN_FLOPS", 0.0)
+    a = operand(20, 33, transposed, torch.float16)
+    b = operand(33, 130, False, torch.float16)
+    plan = plan_gemm(a, b, CONFIGS["persistent"])
+    copy = plan.steps[0]
+    assert isinstance(copy, _AlignedCopy) and copy.source == 0
+    fresh = operand(20, 33, transposed, torch.float16)
+    assert fresh.stride() == a.stride()
+    copy.run_from(fresh)
+    torch.testing.assert_close(copy.dst, copy.view(fresh), rtol=0, atol=0)
+    assert not torch.equal(copy.dst, copy.view(a))
+    for launch in plan.steps[1:]:
+        launch()
+    check(plan.out, fresh, b, torch.float16)
+
+
 def test_strided_views() -> None:
     big = torch.randn(40, 70)
     a = big[3:23, 5:37]  # row stride 70, offset start

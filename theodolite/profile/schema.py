@@ -148,6 +148,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_tile_overhead": MetricSpec(
             "cycle", "model fit: cycles per output tile outside the K loop", False, 0, 1e6
         ),
+        "model_flatten_hiding": MetricSpec(
+            "1", "model fit: share of a work item's fixed cost a flattened tile loop hides", False, 0, 1
+        ),
     }
 )
 
