@@ -14,7 +14,9 @@ Two timing modes, the same for our configs and for torch.matmul:
 
 Every config gets one checked run first (output poisoned with NaN, compared against
 torch.matmul).  A config already 3x slower than the best so far after its first timed runs stops
-early (its median of those runs is kept): it cannot be the best.
+early (its median of those runs is kept): it cannot be the best.  In the rotated mode torch.matmul
+and every config are timed together, their batches interleaved round by round
+(``Timer.interleaved``), so host and clock drift during a shape's sweep falls on all of them alike.
 """
 
 from __future__ import annotations
@@ -110,6 +112,34 @@ class Timer:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) / calls for s, e in zip(starts, ends, strict=True)]
 
+    def _calls(self, fns: Sequence[Callable[[], Any]], estimate: float) -> int:
+        """Calls per batch: about ``batch_us`` of work, a whole number of rotations."""
+        calls = max(len(fns), min(2000, int(self.batch_us / 1000.0 / max(estimate, 1e-4))))
+        return -(-calls // len(fns)) * len(fns)
+
+    def interleaved(self, candidates: Sequence[Sequence[Callable[[], Any]]], keep: Sequence[int] = ()) -> list[float]:
+        """Median ms per call of each candidate (rotated input copies, back to back), its batches interleaved.
+
+        Timed one after another, tiny GEMMs drift with the host and the GPU clock by more than they differ
+        (the same one-tile problem measured 12 us early in a sweep and 18 us late); here round r times every
+        candidate once, in an order that starts elsewhere each round and alternates direction, so the drift
+        is shared.  A candidate ``cutoff`` x slower than the fastest on its first estimate keeps that estimate
+        (it cannot be the best), except those in ``keep`` (the reference)."""
+        for fns in candidates:
+            for f in fns:  # warm: every copy once
+                f()
+        estimates = [min(self._batched(fns, len(fns), 2)) for fns in candidates]
+        fastest = min(estimates)
+        live = [i for i, e in enumerate(estimates) if i in keep or e <= self.cutoff * fastest]
+        calls = {i: self._calls(candidates[i], estimates[i]) for i in live}
+        samples: dict[int, list[float]] = {i: [] for i in live}
+        for r in range(self.batches):
+            shift = (r * len(live)) // self.batches
+            order = live[shift:] + live[:shift]
+            for i in reversed(order) if r % 2 else order:
+                samples[i] += self._batched(candidates[i], calls[i], 1)
+        return [sorted(samples[i])[len(samples[i]) // 2] if i in samples else e for i, e in enumerate(estimates)]
+
     def __call__(self, fn: Callable[[], Any] | Sequence[Callable[[], Any]], best_ms: float | None = None) -> float:
         """Median milliseconds of ``fn`` (already run once by the caller: compiled and warm).
 
@@ -123,9 +153,7 @@ class Timer:
             estimate = min(first)
             if best_ms is not None and estimate > self.cutoff * best_ms:
                 return estimate
-            calls = max(len(fns), min(2000, int(self.batch_us / 1000.0 / max(estimate, 1e-4))))
-            calls = -(-calls // len(fns)) * len(fns)
-            samples = sorted(self._batched(fns, calls, self.batches))
+            samples = sorted(self._batched(fns, self._calls(fns, estimate), self.batches))
             return samples[len(samples) // 2]
         first = self._timed(fn, self.min_reps)
         estimate = sorted(first)[len(first) // 2]
@@ -228,12 +256,16 @@ def bench_shape(
         return lambda: torch.matmul(x, y, out=r)
 
     torch_fns = [torch_call(x, y, r) for x, y, r, _ in sets]
+    torch_ok = True
     try:
         torch_fns[0]()
         torch.cuda.synchronize()
-        result.torch_ms = timer(torch_fns if rotation else torch_fns[0])
+        if not rotation:
+            result.torch_ms = timer(torch_fns[0])
     except Exception as error:  # torch may not support a dtype/layout here
         result.errors["torch"] = f"{type(error).__name__}: {str(error)[:200]}"
+        torch_ok = False
+    pending: dict[str, list[Callable[[], Any]]] = {}  # rotation mode: checked configs, timed together below
     precision = "ieee" if dtype == "fp32" else None
     best: float | None = None
     for config in configs_for(problem, limits, settings, profile):
@@ -259,7 +291,8 @@ def bench_shape(
             if best is not None and check_ms > max(1.0, timer.cutoff * best):  # noqa: SIM108
                 ms = check_ms  # far slower than the best already (one run): not worth timing further
             elif rotation:
-                ms = timer(_our_calls(sets, config, precision, gemm, plan_gemm, _FAST, _fast_key), best)
+                pending[key] = _our_calls(sets, config, precision, gemm, plan_gemm, _FAST, _fast_key)
+                continue
             else:
                 ms = timer(plan.run, best)
             result.configs[key] = ms
@@ -269,6 +302,15 @@ def bench_shape(
             result.errors[key] = f"{type(failure).__name__}: {str(failure)[:300]}"
             torch.cuda.synchronize()
 
+    names = (["torch"] if torch_ok else []) + list(pending)
+    if rotation and names:
+        times = timer.interleaved([torch_fns if name == "torch" else pending[name] for name in names],
+                                  keep=[0] if torch_ok else [])  # fmt: skip
+        for name, ms in zip(names, times, strict=True):
+            if name == "torch":
+                result.torch_ms = ms
+            else:
+                result.configs[name] = ms
     return result
 
 

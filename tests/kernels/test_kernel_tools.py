@@ -109,3 +109,40 @@ def test_launch_cache_key() -> None:
     assert key(a, b, bias=torch.randn(48)) != key(a, b, c=torch.randn(48))
     assert key(a, b, a_scale=2.0) is None and key(a, b, alpha=[1]) is None
     assert _fast_key(a, b, "not a config", *([None] * 10)) is None
+
+
+def _fake_timer(base_ms: list[float], drift_per_batch: float):  # type: ignore[no-untyped-def]
+    """A Timer whose batches take base time + a drift that grows with every batch timed (host/clock drift)."""
+    from theodolite.kernels.benchmark import Timer
+
+    timer = Timer.__new__(Timer)
+    timer.cutoff, timer.batch_us, timer.batches, timer.min_reps = 3.0, 300.0, 5, 3
+    state = {"batches": 0}
+
+    def batched(fns, calls, count):  # type: ignore[no-untyped-def]
+        out = []
+        for _ in range(count):
+            out.append(base_ms[fns[0]()] + drift_per_batch * state["batches"])
+            state["batches"] += 1
+        return out
+
+    timer._batched = batched  # type: ignore[method-assign]
+    return timer
+
+
+def test_interleaved_timing_shares_drift_and_cuts_slow_candidates() -> None:
+    """Equal candidates stay equal under drift (timed one after another, the last would look 2x slower);
+    a 5x slower one keeps its estimate; the reference is timed even when slow."""
+    base = [0.010, 0.010, 0.010, 0.010, 0.050]
+    candidates = [[lambda i=i: i] for i in range(len(base))]
+    timer = _fake_timer(base, drift_per_batch=0.0005)
+    times = timer.interleaved(candidates, keep=[4])
+    spread = max(times[:4]) / min(times[:4])
+    assert spread < 1.15, times
+    sequential = _fake_timer(base, drift_per_batch=0.0005)
+    one_by_one = [sequential(c) for c in candidates[:4]]  # the old order: each candidate's batches together
+    assert max(one_by_one) / min(one_by_one) > 1.5 * spread
+    timer = _fake_timer(base, drift_per_batch=0.0)
+    times = timer.interleaved(candidates)
+    assert times[4] == pytest.approx(0.050)  # cut after its estimate, which is kept
+    assert times[:4] == pytest.approx([0.010] * 4)
