@@ -23,10 +23,10 @@ from collections.abc import Sequence
 import numpy as np
 from theodolite.kernels import config as kernel_config
 from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, Problem
-from theodolite.model import core
+from theodolite.model import core, grid_cache
 from theodolite.model.compute import VECTOR_BYTES
 from theodolite.model.memory import aligned_copy_time
-from theodolite.model.predict import ConfigTable, alignment, choose_index, copy_time, scalar_widths
+from theodolite.model.predict import ConfigTable, alignment, choose_index, copy_time, fingerprint, scalar_widths
 
 GRID_LOG2_MAX = 18  # grid points 2^0 .. 2^18 per dimension (vocabulary-sized N such as 128256 inside)
 STEPS_PER_OCTAVE = 2  # grid points per factor of two (cell_index below assumes 2)
@@ -112,6 +112,24 @@ class AlignmentClass:
         corners or at its centre, most likely winner first, each with a bound on its cost inside the cell."""
         if self.grid is not None:
             return self.grid
+        key = self.cache_key()
+        cached = grid_cache.load(key, _TOP**3, len(self.table.configs))
+        if cached is not None:
+            self.grid = cached
+            return cached
+        self.grid = self._build()
+        grid_cache.save(key, self.grid)
+        return self.grid
+
+    def cache_key(self) -> str:
+        """What this class's grid depends on beyond the code (grid_cache adds the code's digest)."""
+        table = self.table
+        return grid_cache.grid_key((
+            fingerprint(table.profile), table.dtype, table.keys, table.hw, self.a_vec, self.b_vec, self.out_bytes,
+            self.tma_ok, GRID_LOG2_MAX, STEPS_PER_OCTAVE, CANDIDATE_SLACK, CORNER_BOUND, NEAR_TIE, CANDIDATE_RANKS,
+        ))  # fmt: skip
+
+    def _build(self) -> list[tuple[tuple[int, float], ...]]:
         top = _TOP
         points = 2.0 ** (np.arange(top + 1) / STEPS_PER_OCTAVE)
         centres = 2.0 ** ((np.arange(top) + 0.5) / STEPS_PER_OCTAVE)
@@ -147,11 +165,10 @@ class AlignmentClass:
         order = np.argsort(order_key, axis=1, kind="stable")
         sizes = kept.sum(axis=1)
         ordered_low = np.take_along_axis(low, order, axis=1)
-        self.grid = [
+        return [
             tuple(zip(order[r, : sizes[r]].tolist(), ordered_low[r, : sizes[r]].tolist(), strict=True))
             for r in range(kept.shape[0])
         ]
-        return self.grid
 
     def _times(self, points: np.ndarray) -> np.ndarray:
         """The model (legal configs only, else inf) on every (M, N, K) of ``points`` cubed: shape (g, g, g, configs)."""
