@@ -1,4 +1,9 @@
-"""Persistent data-parallel GEMM: ``min(tiles, sm_count * programs_per_sm)`` programs loop over tiles, grouped order."""
+"""Persistent data-parallel GEMM: ``min(tiles, sm_count * programs_per_sm)`` programs loop over tiles, grouped order.
+
+``FLATTEN`` (``GemmConfig.flatten``): the tile loop is ``tl.range(..., flatten=True)``, so Triton fuses it
+with the K loop into one software pipeline and the next tile's first loads are in flight during this
+tile's epilogue (more shared memory; faster for some entries of the space, slower for others).
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ built in the kernel (``tl.make_tensor_descriptor``; needs ``triton.set_allocator
 
 TMA zero-fills out-of-bounds boxes, so edges need no masks or wraps; it needs 16-byte aligned
 base and row strides (gemm() copies a misaligned operand into a padded buffer, see
-``config.needs_aligned_copy``).  Batched problems use 3-D descriptors.
+``config.needs_aligned_copy``).  Batched problems use 3-D descriptors.  ``FLATTEN`` as in persistent.py.
 """
 
 from __future__ import annotations
