@@ -755,7 +755,7 @@ class _FastGemm:
         if not plan.steps:
             return None
         copies: list[_AlignedCopy] = []
-        launches = []
+        launches: list[tuple[Callable[..., None], list[Any], tuple[tuple[int, int], ...]]] = []
         for step in plan.steps:
             if isinstance(step, _AlignedCopy) and step.source in (0, 1) and not launches:
                 copies.append(step)
@@ -783,7 +783,7 @@ class _FastGemm:
             out = torch.empty(self.out_shape, dtype=self.out_dtype, device=a.device)  # type: ignore[arg-type]
         tensors = (a, b, out, c, bias)
         for copy in self.copies:
-            copy.run_from(tensors[copy.source])
+            copy.run_from(a if copy.source == 0 else b)
         for runner, ordered, slots in self.launches:
             args = ordered.copy()
             for i, source in slots:
