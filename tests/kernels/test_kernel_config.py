@@ -64,14 +64,17 @@ def test_space_is_deterministic_and_ordered_by_variant() -> None:
     warps=st.sampled_from([1, 2, 4, 8]),
     stages=st.integers(1, 6),
     split=st.integers(1, 32),
+    flatten=st.booleans(),
 )
 def test_key_round_trip_property(
-    variant: str, bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: int
+    variant: str, bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: int, flatten: bool
 ) -> None:
     if variant != "splitk":
         split = 1
-    config = GemmConfig(variant, bm, bn, bk, group, warps, stages, split)
+    flatten = flatten and variant in ("persistent", "tma")
+    config = GemmConfig(variant, bm, bn, bk, group, warps, stages, split, flatten=flatten)
     assert GemmConfig.from_key(config.key) == config
+    assert config.key.endswith("/f") == flatten
 
 
 @pytest.mark.parametrize(
@@ -81,6 +84,8 @@ def test_key_round_trip_property(
         dict(variant="persistent", block_m=48, block_n=64, block_k=32),
         dict(variant="persistent", block_m=64, block_n=64, block_k=32, split_k=2),
         dict(variant="persistent", block_m=0, block_n=64, block_k=32),
+        dict(variant="streamk", block_m=64, block_n=64, block_k=32, flatten=True),  # only persistent/tma flatten
+        dict(variant="persistent", block_m=64, block_n=64, block_k=32, flatten=1),
     ],
 )
 def test_bad_configs_raise(kwargs: dict) -> None:
@@ -88,9 +93,18 @@ def test_bad_configs_raise(kwargs: dict) -> None:
         GemmConfig(**kwargs)
 
 
-def test_bad_key_raises() -> None:
+@pytest.mark.parametrize(
+    "key", ["persistent/128x128", "persistent/128x128x64/g8/w8/s3/k1/x", "persistent/128x128x64/g8/w8/s3/k1/f/f"]
+)
+def test_bad_key_raises(key: str) -> None:
     with pytest.raises(ConfigError, match="not a config key"):
-        GemmConfig.from_key("persistent/128x128")
+        GemmConfig.from_key(key)
+
+
+def test_only_persistent_and_tma_entries_flatten() -> None:
+    flat = [c for c in config_space("bf16") if c.flatten]
+    assert flat and {c.variant for c in flat} == {"persistent", "tma"}
+    assert GemmConfig.from_key("persistent/128x128x64/g8/w8/s3/k1").flatten is False  # keys of older results
 
 
 def test_problem_validation() -> None:

@@ -224,6 +224,15 @@ def test_aligned_copy_step_rebinds_to_a_new_operand(monkeypatch: pytest.MonkeyPa
     check(plan.out, fresh, b, torch.float16)
 
 
+@pytest.mark.parametrize("variant", ["persistent", "tma"])
+def test_flattened_loop_many_tiles_per_program(variant: str) -> None:
+    """A flattened tile loop (GemmConfig.flatten) over several tiles per program (num_sms=3 in run())."""
+    config = GemmConfig(variant, 16, 16, 16, 2, 4, 2, flatten=True)
+    a = operand(70, 48, False, torch.float16)
+    b = operand(48, 56, True, torch.float16)
+    check(run(a, b, config), a, b, torch.float16)
+
+
 def test_strided_views() -> None:
     big = torch.randn(40, 70)
     a = big[3:23, 5:37]  # row stride 70, offset start
