@@ -229,12 +229,17 @@ class _AlignedCopy:
         self.dst, self.src, self.source = dst, src, source
         self.row_major, self.first_only = row_major, first_only
 
-    def view(self, x: torch.Tensor) -> torch.Tensor:
-        """The operand as stored ([batch, outer, contiguous]) from a gemm() argument of the plan's metadata."""
+    @staticmethod
+    def stored(x: torch.Tensor, row_major: bool, first_only: bool) -> torch.Tensor:
+        """An operand (2-D, or 3-D batched) as stored: [batch, outer, contiguous]; only batch 0 when broadcast."""
         x3 = x if x.dim() == 3 else x.unsqueeze(0)
-        if self.first_only:
+        if first_only:
             x3 = x3[:1]
-        return x3 if self.row_major else x3.transpose(-1, -2)
+        return x3 if row_major else x3.transpose(-1, -2)
+
+    def view(self, x: torch.Tensor) -> torch.Tensor:
+        """The operand as stored from a gemm() argument of the plan's metadata."""
+        return self.stored(x, self.row_major, self.first_only)
 
     def __call__(self) -> None:
         self.dst.copy_(self.src)
@@ -246,15 +251,15 @@ class _AlignedCopy:
 def _aligned_copy(op: _Operand, vec: int, source: int) -> tuple[_Operand, _AlignedCopy]:
     """A padded-stride buffer for a misaligned operand and the step that fills it (run at each launch)."""
     src = op.tensor
-    batch_src = src if op.batch_stride != 0 else src[:1]
-    view = batch_src if op.row_major else batch_src.transpose(-1, -2)  # as stored: [b, outer, contiguous]
+    first_only = op.batch_stride == 0
+    view = _AlignedCopy.stored(src, op.row_major, first_only)
     outer, inner = view.shape[-2], view.shape[-1]
     padded = -(-inner // vec) * vec
     buf = torch.empty((view.shape[0], outer, padded), dtype=src.dtype, device=src.device)
     dst = buf[..., :inner]
     if padded > inner:  # zero padding: along K the kernels read it (as zeros) instead of masking
         buf[..., inner:].zero_()
-    step = _AlignedCopy(dst, view, source, op.row_major, op.batch_stride == 0)
+    step = _AlignedCopy(dst, view, source, op.row_major, first_only)
 
     stored = dst if op.row_major else dst.transpose(-1, -2)
     if op.batch_stride == 0 and src.shape[0] > 1:
@@ -536,12 +541,15 @@ def plan_gemm(
     vec = vector_elements(problem.dtype)
     a_op = _operand(a, batch, True, vec)
     b_op = _operand(b, batch, False, vec)
+    # which gemm() argument an operand still is (0 a, 1 b), or -1 when _operand made a contiguous copy
+    a_src = 0 if a_op.tensor.data_ptr() == a.data_ptr() else -1
+    b_src = 1 if b_op.tensor.data_ptr() == b.data_ptr() else -1
     copy_a, copy_b = needs_aligned_copy(problem)
     if copy_a:
-        a_op, step = _aligned_copy(a_op, vec, 0 if a_op.tensor.data_ptr() == a.data_ptr() else -1)
+        a_op, step = _aligned_copy(a_op, vec, a_src)
         plan.steps.append(step)
     if copy_b:
-        b_op, step = _aligned_copy(b_op, vec, 1 if b_op.tensor.data_ptr() == b.data_ptr() else -1)
+        b_op, step = _aligned_copy(b_op, vec, b_src)
         plan.steps.append(step)
     lm = m if a_op.contiguous_is_k else a_op.extent
     ln = n if b_op.contiguous_is_k else b_op.extent
@@ -602,8 +610,8 @@ def plan_gemm(
     # Which gemm() argument each pointer is (0 a, 1 b, 2 out, 3 c, 4 bias); -1: made here, not re-bindable;
     # None: a constant of the plan (a padded copy's buffer, which its copy step refills at each call).
     psrc = (
-        None if copy_a else (0 if a_op.tensor.data_ptr() == a.data_ptr() else -1),
-        None if copy_b else (1 if b_op.tensor.data_ptr() == b.data_ptr() else -1),
+        None if copy_a else a_src,
+        None if copy_b else b_src,
         2,
         (3 if c is not None and c3.data_ptr() == c.data_ptr() else -1) if c3 is not None else 2,
         (4 if bias_in is not None and bias.data_ptr() == bias_in.data_ptr() else -1) if bias is not None else 2,

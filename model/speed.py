@@ -38,36 +38,28 @@ def measure(profile: Profile | None = None, count: int = 2000, seed: int = 20261
     from theodolite.profile.datasheet import h100_sxm
 
     prof = profile if profile is not None else h100_sxm()
-    api.clear_caches()
-    from theodolite.model import grid_cache
-    from theodolite.model.predict import clear_tables
-
-    clear_tables()
     # the very first selection builds the profile's config table and one alignment class's candidate grid
-    # (grid cache off: what a new profile or new code costs), then again as a later process finds it on disk
+    # (an empty grid cache: what a new profile or new code costs), then again as a later process finds the
+    # grid on disk (model.grid_cache); both in a throwaway cache folder
     import os
+    import tempfile
+    from unittest import mock
 
     from theodolite.model import fast
+    from theodolite.model.predict import clear_tables
 
-    saved = os.environ.get("THEODOLITE_GRID_CACHE")
-    os.environ["THEODOLITE_GRID_CACHE"] = "0"
-    try:
+    def first_selection() -> float:
+        api.clear_caches()
+        clear_tables()
+        fast._CLASSES.clear()
         t0 = time.perf_counter()
         api.select(4096, 4096, 4096, profile=prof)
-        first_ever = time.perf_counter() - t0
-    finally:
-        if saved is None:
-            del os.environ["THEODOLITE_GRID_CACHE"]
-        else:
-            os.environ["THEODOLITE_GRID_CACHE"] = saved
-    klass = next(c for c in fast._CLASSES.values() if c.grid is not None)
-    grid_cache.save(klass.cache_key(), klass.grid)  # type: ignore[arg-type]
-    api.clear_caches()
-    clear_tables()
-    fast._CLASSES.clear()
-    t0 = time.perf_counter()
-    api.select(4096, 4096, 4096, profile=prof)
-    first_cached = time.perf_counter() - t0
+        return time.perf_counter() - t0
+
+    with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"THEODOLITE_CACHE_DIR": folder}):
+        os.environ.pop("THEODOLITE_GRID_CACHE", None)
+        first_ever = first_selection()
+        first_cached = first_selection()
     # warm-up: tables and candidate grids of the common alignment classes
     for m, n, k in _shapes(200, seed + 1):
         api.select(m, n, k, profile=prof)

@@ -22,6 +22,13 @@ from theodolite.profile.datasheet import h100_sxm
 from theodolite.profile.schema import METRICS, Measurement
 
 
+def _fitted(**values: float):  # type: ignore[no-untyped-def]
+    """The H100 datasheet profile with these model parameters stored as model-fit metrics."""
+    base = h100_sxm()
+    fits = {name: Measurement(name, value, METRICS[name].unit, "model-fit") for name, value in values.items()}
+    return dataclasses.replace(base, metrics={**base.metrics, **fits})
+
+
 def test_every_model_parameter_is_an_optional_metric() -> None:
     for name in MODEL_PARAMETERS:
         spec = METRICS[name]
@@ -57,13 +64,7 @@ def test_round_trip_through_the_profile_writer(tmp_path) -> None:  # type: ignor
 def test_a_profile_value_changes_predictions() -> None:
     reset_parameters()
     base = h100_sxm()
-    slower = dataclasses.replace(
-        base,
-        metrics={
-            **base.metrics,
-            "model_iteration_overhead": Measurement("model_iteration_overhead", 4000.0, "cycle", "model-fit"),
-        },
-    )
+    slower = _fitted(model_iteration_overhead=4000.0)
     problem = Problem(4096, 4096, 4096)
     config = GemmConfig("persistent", 128, 128, 64, num_warps=8, flatten=True)
     clear_tables()
@@ -75,13 +76,7 @@ def test_a_profile_value_changes_predictions() -> None:
 def test_scalar_load_cost_from_the_profile_reaches_misaligned_predictions() -> None:
     reset_parameters()
     base = h100_sxm()
-    costly = dataclasses.replace(
-        base,
-        metrics={
-            **base.metrics,
-            "model_scalar_load_cost": Measurement("model_scalar_load_cost", 8.0, "1", "model-fit"),
-        },
-    )
+    costly = _fitted(model_scalar_load_cost=8.0)
     problem = Problem(300, 299, 777)  # misaligned rows, below the copy threshold: scalar loads
     config = GemmConfig("persistent", 64, 64, 128, num_warps=4, num_stages=4, flatten=True)
     assert predict(problem, config, costly).time_s > predict(problem, config, base).time_s
@@ -106,15 +101,7 @@ def test_scalar_loads_cost_by_the_direction_of_the_operand_rows() -> None:
     from theodolite.model.predict import alignment, scalar_widths
 
     reset_parameters()
-    base = h100_sxm()
-    costly = dataclasses.replace(
-        base,
-        metrics={
-            **base.metrics,
-            "model_scalar_load_cost": Measurement("model_scalar_load_cost", 10.0, "1", "model-fit"),
-            "model_scalar_k_load_share": Measurement("model_scalar_k_load_share", 0.5, "1", "model-fit"),
-        },
-    )
+    costly = _fitted(model_scalar_load_cost=10.0, model_scalar_k_load_share=0.5)
     hw = hardware(costly, "bf16")
     along_mn, along_k = 2.0 / 10.0, 2.0 / 5.0
     assert scalar_widths("nn", hw, "bf16") == pytest.approx((along_k, along_mn))
