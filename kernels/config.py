@@ -9,6 +9,7 @@ microseconds on any machine.  Every hardware limit comes from the profile throug
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -47,6 +48,7 @@ OUT_DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp32")
 _MIN_CAPABILITY = {"tma": 90, "fp8e4m3": 89, "fp8e5m2": 89}
 
 ALIGN_BYTES = 16  # vector loads and TMA descriptors need 16-byte aligned rows
+ASYNC_COPY_MIN_BYTES = 4  # narrower loads cannot be asynchronous copies (cp.async): Triton leaves them unpipelined
 SPLITK_MAX_WAVES = 2  # split-K is legal only while the output has at most this many waves of tiles
 
 
@@ -369,10 +371,28 @@ def legality(
     return None
 
 
-def operand_loads(problem: Problem) -> str:
-    """Which binary gemm() runs: "scalar" when an operand is misaligned and not copied, else "vector"."""
+def load_widths(problem: Problem) -> tuple[int, int]:
+    """Bytes per load of A and B as gemm() reads them: 16 for aligned (or copied) rows, else the widest
+    vector dividing the contiguous extent of a dense operand (up to 8 bytes; gemm() also checks the
+    base address and strides of the real tensors)."""
     copy_a, copy_b = needs_aligned_copy(problem)
-    return "vector" if (problem.a_aligned or copy_a) and (problem.b_aligned or copy_b) else "scalar"
+    e = DTYPE_BYTES[problem.dtype]
+
+    def width(aligned: bool, extent: int) -> int:
+        if aligned:
+            return ALIGN_BYTES
+        return min(ALIGN_BYTES // 2, e * (extent & -extent)) if extent > 0 else e
+
+    a_extent = problem.k if problem.layout[0] == "n" else problem.m
+    b_extent = problem.n if problem.layout[1] == "n" else problem.k
+    return width(problem.a_aligned or copy_a, a_extent), width(problem.b_aligned or copy_b, b_extent)
+
+
+def operand_loads(problem: Problem) -> str:
+    """Which binary gemm() runs: "scalar" when an uncopied operand's loads are narrower than an
+    asynchronous copy (element-wise: not pipelined), else "vector" (16-byte, or 4-/8-byte vectors of
+    misaligned rows, which pipeline like aligned ones)."""
+    return "scalar" if min(load_widths(problem)) < ASYNC_COPY_MIN_BYTES else "vector"
 
 
 def legal_configs(
@@ -405,7 +425,8 @@ ALIGN_COPY_MIN_REUSE = 128
 # random-dev shapes this rule touches, timed uncopied and copied side by side with torch.matmul: best
 # config vs torch geomean 0.986 never copying below 2e9 FLOPs, 1.007 with any threshold in [4e8, 1e9],
 # 0.906 copying always (reports/results/experiments/align-copy-*-h100.json).
-ALIGN_COPY_MIN_FLOPS = 6e8
+# THEODOLITE_ALIGN_COPY_MIN_FLOPS (read at import) overrides it for side-by-side experiments.
+ALIGN_COPY_MIN_FLOPS = float(os.environ.get("THEODOLITE_ALIGN_COPY_MIN_FLOPS", "6e8"))
 
 
 def needs_aligned_copy(problem: Problem) -> tuple[bool, bool]:

@@ -28,6 +28,7 @@ from theodolite.kernels.config import (
     programs_per_sm,
     vector_elements,
 )
+from triton.runtime.errors import OutOfResources
 
 _TORCH_TO_NAME: dict[torch.dtype, str] = {
     torch.float16: "fp16",
@@ -276,6 +277,30 @@ def _aligned_copy(op: _Operand, vec: int, source: int) -> tuple[_Operand, _Align
     return new, step
 
 
+def partial_vectors_enabled() -> bool:
+    """Misaligned operands are read with the widest 4- or 8-byte vectors their rows allow (default);
+    ``THEODOLITE_PARTIAL_VEC=0`` reads them element-wise, as the kernels did before (for experiments)."""
+    return os.environ.get("THEODOLITE_PARTIAL_VEC", "1") not in ("", "0")
+
+
+def _unaligned_vec(op: _Operand, vec: int) -> int:
+    """A_VEC/B_VEC of an operand whose rows are not 16-byte aligned (and not copied): the largest power of
+    two below ``vec`` dividing its base (in elements), row and batch strides and contiguous extent, so its
+    loads stay 4- or 8-byte copies Triton's pipeliner makes asynchronous (``cp.async`` moves 4, 8 or 16
+    bytes: narrower element-wise loads stay synchronous and each K step waits a memory latency)."""
+    if not partial_vectors_enabled():
+        return 1
+    size = op.tensor.element_size()
+    base = op.tensor.data_ptr()
+    width = vec // 2
+    while width > 1:
+        if base % (width * size) == 0 and op.ld % width == 0 and op.batch_stride % width == 0 and \
+                op.extent % width == 0:  # fmt: skip
+            return width
+        width //= 2
+    return 1
+
+
 def _row_vec(x: torch.Tensor, n: int) -> int:
     """Epilogue promise for a [b, M, N] tensor: 0 if columns are strided, else elements per 16 bytes that
     divide its row and batch strides (and its base address), 1 if only columns are contiguous."""
@@ -413,7 +438,10 @@ class _Launch:
 
     def compile(self) -> bool:
         """Launch once through Triton and keep the direct launcher; False when there is none (interpreter)."""
-        compiled = self.kernel[self.grid](*self.args, **self.kwargs)
+        try:
+            compiled = self.kernel[self.grid](*self.args, **self.kwargs)
+        except OutOfResources as error:  # a config the size estimates let through: say so, not Triton's trace
+            raise ConfigError(f"{self.kernel.__name__} with this config does not fit the device: {error}") from None
         if compiled is None or not fast_launch_enabled() or not hasattr(compiled, "packed_metadata"):
             return False
         self.ordered = self._bind()
@@ -555,8 +583,10 @@ def plan_gemm(
     ln = n if b_op.contiguous_is_k else b_op.extent
     ka = a_op.extent if a_op.contiguous_is_k else k
     kb = b_op.extent if b_op.contiguous_is_k else k
-    ka_vec = vec if a_op.aligned and a_op.contiguous_is_k and ka % vec == 0 else 1
-    kb_vec = vec if b_op.aligned and b_op.contiguous_is_k and kb % vec == 0 else 1
+    a_vec = vec if a_op.aligned else _unaligned_vec(a_op, vec)
+    b_vec = vec if b_op.aligned else _unaligned_vec(b_op, vec)
+    ka_vec = a_vec if a_vec > 1 and a_op.contiguous_is_k and ka % a_vec == 0 else 1
+    kb_vec = b_vec if b_vec > 1 and b_op.contiguous_is_k and kb % b_vec == 0 else 1
     if config.variant == "tma":
         if not (a_op.aligned and b_op.aligned):
             raise ConfigError(f"config {config.key}: tma needs 16-byte aligned operand rows")
@@ -602,7 +632,7 @@ def plan_gemm(
     )  # fmt: skip
     operand_flags = dict(
         A_KMAJOR=a_op.row_major, B_KMAJOR=not b_op.row_major,
-        A_VEC=vec if a_op.aligned else 1, B_VEC=vec if b_op.aligned else 1, KA_VEC=ka_vec, KB_VEC=kb_vec,
+        A_VEC=a_vec, B_VEC=b_vec, KA_VEC=ka_vec, KB_VEC=kb_vec,
         PRECISION="ieee" if problem.dtype == "fp32" else "tf32",
     )  # fmt: skip
     pointers = (a_op.tensor, b_op.tensor, out3, c3 if c3 is not None else dummy, bias if bias is not None else dummy,

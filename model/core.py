@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from theodolite.model.compute import VECTOR_BYTES
+from theodolite.kernels.config import ASYNC_COPY_MIN_BYTES
 from theodolite.model.hardware import Hardware
 
 PARTIAL_BYTES = 4  # fp32 partial tiles (the kernels' split-K / Stream-K workspace)
@@ -78,7 +78,7 @@ def cost(
     mn, mx, ceil = ops.minimum, ops.maximum, ops.ceil
     e = hw.element_bytes
     sm = c.sm
-    scalar = a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES  # the scalar-load binary runs
+    scalar = synchronous(a_vec, b_vec)  # element-wise loads the pipeliner cannot make asynchronous
     tm = ceil(m / c.bm)
     tn = ceil(n / c.bn)
     kt = ceil(k / c.bk)
@@ -215,6 +215,11 @@ def per_program(c: Any, a_vec: float, b_vec: float, ops: Any = NumpyOps) -> Any:
     return ops.maximum(c.compute_it, c.smem_it) + c.issue_a / a_vec + c.issue_b / b_vec
 
 
+def synchronous(a_vec: float, b_vec: float) -> bool:
+    """Whether an operand's loads stay synchronous (the scalar binary): narrower than an asynchronous copy."""
+    return min(a_vec, b_vec) < ASYNC_COPY_MIN_BYTES
+
+
 def scalar_batches(c: Any, a_vec: float, b_vec: float, hw: Hardware, ops: Any = NumpyOps) -> Any:
     """Round trips per K-iteration of a kernel with a misaligned operand (call it only for those): its scalar
     loads are synchronous and held in registers until stored to its one shared-memory buffer (the scalar builds
@@ -222,7 +227,7 @@ def scalar_batches(c: Any, a_vec: float, b_vec: float, hw: Hardware, ops: Any = 
     (load, store, barrier before the matrix instructions), and more when a thread has more than
     ``scalar_in_flight`` loads to keep outstanding.  The measured H100/H200 sweeps show the time independent of
     the loads per thread (warps do not help), so the fits keep the chain's count."""
-    rows = (c.bm if a_vec < VECTOR_BYTES else 0.0) + (c.bn if b_vec < VECTOR_BYTES else 0.0)
+    rows = (c.bm if a_vec < ASYNC_COPY_MIN_BYTES else 0.0) + (c.bn if b_vec < ASYNC_COPY_MIN_BYTES else 0.0)
     per_thread = rows * c.bk / (c.warps * hw.warp_size)
     return ops.maximum(ops.ceil(per_thread / hw.scalar_in_flight), hw.scalar_round_trips)
 

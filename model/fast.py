@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from theodolite.kernels import config as kernel_config
-from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, Problem
+from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, ASYNC_COPY_MIN_BYTES, Problem
 from theodolite.model import core, grid_cache
 from theodolite.model.compute import VECTOR_BYTES
 from theodolite.model.memory import aligned_copy_time
@@ -57,7 +57,7 @@ class AlignmentClass:
         per_program = core.per_program(table, a_vec, b_vec)
         self.per_program = per_program
         columns = {name: per_program if name == "per_program" else getattr(table, name) for name in core.SCALAR_FIELDS}
-        if a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES:  # synchronous loads: latency not hidden (as core.cost)
+        if core.synchronous(a_vec, b_vec):  # latency not hidden (as core.cost)
             columns["lat_div"] = 1.0 / core.scalar_batches(table, a_vec, b_vec, table.hw)
         self.scalar = [
             tuple(_number(columns[name] if name == "sm" else columns[name][i]) for name in core.SCALAR_FIELDS)
@@ -103,7 +103,7 @@ class AlignmentClass:
         # the binaries this class runs (scalar loads when an operand is misaligned and not copied): a config
         # whose binary spills or overflows shared memory is illegal for every shape of the class, so it must
         # not take a cell's candidate place (else whole cells fall back to the full space)
-        builds = table.scalar_builds if (a_vec < VECTOR_BYTES or b_vec < VECTOR_BYTES) else table.builds
+        builds = table.scalar_builds if core.synchronous(a_vec, b_vec) else table.builds
         smem = table.hw.limits.smem_bytes_per_block
         self.build_ok = np.array([b is None or (b.n_spills == 0 and b.shared_bytes <= smem) for b in builds])
 
@@ -340,8 +340,12 @@ class IntRoute:
         if m < 1 or n < 1 or k < 1:
             return None
         e = self.e
-        a_al = ((k if self.a_by_k else m) * e) % ALIGN_BYTES == 0
-        b_al = ((n if self.b_by_n else k) * e) % ALIGN_BYTES == 0
+        a_ext = k if self.a_by_k else m
+        b_ext = n if self.b_by_n else k
+        a_w = min(e * (a_ext & -a_ext), ALIGN_BYTES)  # widest vector dividing a (dense) row, as unaligned_width
+        b_w = min(e * (b_ext & -b_ext), ALIGN_BYTES)
+        a_al = a_w == ALIGN_BYTES
+        b_al = b_w == ALIGN_BYTES
         big = 2.0 * m * n * k >= kernel_config.ALIGN_COPY_MIN_FLOPS  # read at call time, as needs_aligned_copy
         copy_a = big and not a_al and n >= ALIGN_COPY_MIN_REUSE
         copy_b = big and not b_al and m >= ALIGN_COPY_MIN_REUSE
@@ -353,10 +357,10 @@ class IntRoute:
         else:  # some crowded, some not: rare, keyed by the flags themselves
             crowd = 2 + sum(1 << j for j, flag in enumerate(self.table.splitk_crowded(m, n, 1)) if flag)
         k_bin = bisect.bisect_right(self.thresholds, k)
-        code = (crowd * self.k_bins + k_bin) * 16 + a_al + 2 * b_al + 4 * copy_a + 8 * copy_b
+        code = (((crowd * self.k_bins + k_bin) * 4 + copy_a + 2 * copy_b) * 32 + a_w) * 32 + b_w
         route = self.routes.get(code)
         if route is None:
-            found = self._route(a_al, b_al, copy_a, copy_b, k_bin, self.table.splitk_crowded(m, n, 1))
+            found = self._route(a_w, b_w, copy_a, copy_b, k_bin, self.table.splitk_crowded(m, n, 1))
             if found is None:
                 return None
             route = self.routes[code] = found
@@ -375,11 +379,16 @@ class IntRoute:
         return i, t
 
     def _route(
-        self, a_al: bool, b_al: bool, copy_a: bool, copy_b: bool, k_bin: int, crowded: tuple[bool, ...]
+        self, a_w: int, b_w: int, copy_a: bool, copy_b: bool, k_bin: int, crowded: tuple[bool, ...]
     ) -> tuple[tuple[bool, ...], AlignmentClass] | None:
-        """The legal mask and alignment class the slow path has built for this kind of shape, if it has."""
+        """The legal mask and alignment class the slow path has built for this kind of shape, if it has
+        (``a_w``/``b_w``: bytes of the widest vector dividing a row, up to 16)."""
         table = self.table
-        mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), k_bin, False, crowded))
+        a_al, b_al = a_w == ALIGN_BYTES, b_w == ALIGN_BYTES
+        a_eff = ALIGN_BYTES if copy_a else a_w
+        b_eff = ALIGN_BYTES if copy_b else b_w
+        loads = "scalar" if min(a_eff, b_eff) < ASYNC_COPY_MIN_BYTES else "vector"  # as operand_loads
+        mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), k_bin, False, crowded, loads))
         if mask is None:
             return None
         a_ok = a_al or copy_a
@@ -388,8 +397,8 @@ class IntRoute:
         klass = _CLASSES.get(
             (
                 id(table),
-                VECTOR_BYTES if a_ok else a_scalar,
-                VECTOR_BYTES if b_ok else b_scalar,
+                VECTOR_BYTES if a_ok else (float(a_w) if a_w >= ASYNC_COPY_MIN_BYTES else a_scalar),
+                VECTOR_BYTES if b_ok else (float(b_w) if b_w >= ASYNC_COPY_MIN_BYTES else b_scalar),
                 self.out_bytes,
                 a_ok and b_ok,
             )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from theodolite.kernels.config import (
+    ASYNC_COPY_MIN_BYTES,
     DTYPE_BYTES,
     OUT_DTYPES,
     VARIANTS,
@@ -30,6 +31,7 @@ from theodolite.kernels.config import (
     Problem,
     config_space,
     legality,
+    load_widths,
     needs_aligned_copy,
     operand_loads,
 )
@@ -171,6 +173,7 @@ class ConfigTable:
 
     def legal_mask(self, problem: Problem) -> np.ndarray:
         copies = needs_aligned_copy(problem)
+        loads = operand_loads(problem)
         key = (
             problem.layout,
             problem.a_aligned,
@@ -179,11 +182,12 @@ class ConfigTable:
             bisect.bisect_right(self._k_thresholds, max(problem.k, 1)),
             problem.k == 0,
             self.splitk_crowded(problem.m, problem.n, problem.batch),
+            loads,
         )
         mask = self._legal.get(key)
         if mask is None:
             limits = self.hw.limits
-            builds = self.scalar_builds if operand_loads(problem) == "scalar" else self.builds
+            builds = self.scalar_builds if loads == "scalar" else self.builds
             mask = (
                 np.array([legality(c, problem, limits, b) is None for c, b in zip(self.configs, builds, strict=True)])
                 & self.fit_ok
@@ -237,12 +241,14 @@ def table_for(profile: Profile, dtype: str, variants_: tuple[str, ...] | None = 
 def alignment(problem: Problem, hw: Hardware | None = None) -> tuple[float, float, tuple[bool, bool]]:
     """Bytes per load instruction of A and B as the kernel will run them, and the aligned copies gemm() makes.
 
-    ``hw``: the table's hardware (its model_scalar_load_cost); None reads the profile-less default/override.
+    4- and 8-byte vectors of misaligned rows are what they are; narrower (element-wise, synchronous) loads
+    get an effective width from ``hw`` (its model_scalar_load_cost; None: the profile-less default).
     """
     copies = needs_aligned_copy(problem)
     a_scalar, b_scalar = scalar_widths(problem.layout, hw, problem.dtype)
-    a_vec = compute.VECTOR_BYTES if (problem.a_aligned or copies[0]) else a_scalar
-    b_vec = compute.VECTOR_BYTES if (problem.b_aligned or copies[1]) else b_scalar
+    a_w, b_w = load_widths(problem)
+    a_vec = float(a_w) if a_w >= ASYNC_COPY_MIN_BYTES else a_scalar
+    b_vec = float(b_w) if b_w >= ASYNC_COPY_MIN_BYTES else b_scalar
     return a_vec, b_vec, copies
 
 

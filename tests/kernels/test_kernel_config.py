@@ -19,7 +19,9 @@ from theodolite.kernels.config import (
     config_space,
     legal_configs,
     legality,
+    load_widths,
     needs_aligned_copy,
+    operand_loads,
     programs_per_sm,
     smem_bytes,
 )
@@ -131,6 +133,21 @@ def test_alignment_and_copy_rule() -> None:
     # layout decides which dimension is the row: A stored transposed has rows of M elements.
     assert not Problem(1001, 512, 512, layout="tn").a_aligned
     assert Problem(1001, 512, 512, layout="nn").a_aligned
+
+
+def test_load_widths_of_misaligned_rows() -> None:
+    """Misaligned (uncopied) rows still get the widest 4- or 8-byte vector their length allows; only
+    narrower (element-wise) loads make gemm() run the scalar binary."""
+    assert load_widths(Problem(64, 64, 64)) == (16, 16)
+    assert load_widths(Problem(64, 36, 146)) == (4, 8)  # 146 = 2 x 73 bf16 rows: 4 bytes; 36 = 4 x 9: 8
+    assert load_widths(Problem(64, 129, 2317)) == (2, 2)
+    assert load_widths(Problem(64, 36, 146, layout="tn")) == (16, 8)  # A stored transposed: rows of M = 64
+    assert load_widths(Problem(64, 36, 146, dtype="tf32")) == (8, 16)
+    assert load_widths(Problem(64, 36, 146, dtype="fp8e4m3")) == (2, 4)
+    assert load_widths(Problem(3000, 1500, 7000)) == (16, 16)  # B (8-byte rows) is copied at this size
+    assert operand_loads(Problem(64, 36, 146)) == "vector"
+    assert operand_loads(Problem(64, 129, 146)) == "scalar"
+    assert operand_loads(Problem(64, 36, 146, dtype="fp8e4m3")) == "scalar"
 
 
 def test_legality_rules() -> None:

@@ -224,6 +224,34 @@ def test_aligned_copy_step_rebinds_to_a_new_operand(monkeypatch: pytest.MonkeyPa
     check(plan.out, fresh, b, torch.float16)
 
 
+@pytest.mark.parametrize(
+    ("k", "n", "offset", "a_vec", "b_vec"),
+    [(98, 38, 0, 2, 2), (84, 36, 0, 4, 4), (84, 36, 2, 2, 4), (84, 36, 1, 1, 4), (85, 37, 0, 1, 1)],
+)
+@pytest.mark.parametrize("variant", ["persistent", "splitk"])
+def test_partial_vectors_of_misaligned_rows(k: int, n: int, offset: int, a_vec: int, b_vec: int, variant: str) -> None:
+    """Rows that are not 16-byte aligned are read with the widest vector dividing their length, strides and
+    base address (A_VEC/B_VEC 4 or 2 for fp16), element-wise only when nothing wider divides them."""
+    storage = torch.randn(20 * k + 8).to(torch.float16)
+    a = storage[offset : offset + 20 * k].view(20, k)  # offset: a base only 2- or 4-byte aligned
+    b = operand(k, n, False, torch.float16)
+    plan = plan_gemm(a, b, CONFIGS[variant])
+    (launch,) = plan.steps  # below the copy threshold: no aligned copy, one kernel
+    assert (launch.kwargs["A_VEC"], launch.kwargs["B_VEC"]) == (a_vec, b_vec)
+    assert launch.kwargs["KA_VEC"] == a_vec
+    plan.out.fill_(float("nan"))
+    check(plan.run(), a, b, torch.float16)
+
+
+def test_partial_vectors_switch_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THEODOLITE_PARTIAL_VEC", "0")
+    a = operand(20, 44, False, torch.float16)
+    b = operand(44, 36, True, torch.float16)
+    (launch,) = plan_gemm(a, b, CONFIGS["persistent"]).steps
+    assert (launch.kwargs["A_VEC"], launch.kwargs["B_VEC"]) == (1, 1)
+    check(run(a, b, CONFIGS["persistent"]), a, b, torch.float16)
+
+
 @pytest.mark.parametrize("variant", ["persistent", "tma"])
 def test_flattened_loop_many_tiles_per_program(variant: str) -> None:
     """A flattened tile loop (GemmConfig.flatten) over several tiles per program (num_sms=3 in run())."""
