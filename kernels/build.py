@@ -224,16 +224,17 @@ def _warm(jobs: list[tuple[str, str, str, int, int, int]]) -> list[str]:
     return errors
 
 
-def specialization(problem: Any) -> tuple[bool, ...]:
+def specialization(problem: Any) -> tuple[int | bool, ...]:
     """What decides which binary a config compiles to for a contiguous problem (sizes and strides do not):
-    operands vectorizable (aligned or copied), output rows aligned, N a multiple of the output vector."""
-    from theodolite.kernels.config import needs_aligned_copy
+    the operands' load widths (16 bytes aligned or copied, else 8, 4 or element-wise), output rows aligned,
+    N a multiple of the output vector."""
+    from theodolite.kernels.config import load_widths
 
-    copy_a, copy_b = needs_aligned_copy(problem)
+    a_width, b_width = load_widths(problem)
     out_vec = 16 // problem.output_bytes
     return (
-        problem.a_aligned or copy_a,
-        problem.b_aligned or copy_b,
+        a_width,
+        b_width,
         problem.n % out_vec == 0 or problem.m == 1,
         problem.n % out_vec == 0,
         problem.batch > 1,

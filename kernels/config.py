@@ -374,7 +374,8 @@ def legality(
 def load_widths(problem: Problem) -> tuple[int, int]:
     """Bytes per load of A and B as gemm() reads them: 16 for aligned (or copied) rows, else the widest
     vector dividing the contiguous extent of a dense operand (up to 8 bytes; gemm() also checks the
-    base address and strides of the real tensors)."""
+    base address and strides of the real tensors), element-wise for both misaligned operands when
+    one of them is narrower than an asynchronous copy."""
     copy_a, copy_b = needs_aligned_copy(problem)
     e = DTYPE_BYTES[problem.dtype]
 
@@ -385,7 +386,10 @@ def load_widths(problem: Problem) -> tuple[int, int]:
 
     a_extent = problem.k if problem.layout[0] == "n" else problem.m
     b_extent = problem.n if problem.layout[1] == "n" else problem.k
-    return width(problem.a_aligned or copy_a, a_extent), width(problem.b_aligned or copy_b, b_extent)
+    a, b = width(problem.a_aligned or copy_a, a_extent), width(problem.b_aligned or copy_b, b_extent)
+    if min(a, b) < ASYNC_COPY_MIN_BYTES:  # the scalar binary: every misaligned operand element-wise
+        a, b = (a if a == ALIGN_BYTES else e), (b if b == ALIGN_BYTES else e)
+    return a, b
 
 
 def operand_loads(problem: Problem) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import triton
 from theodolite.kernels.config import (
+    ASYNC_COPY_MIN_BYTES,
     DTYPE_BYTES,
     ConfigError,
     GemmConfig,
@@ -585,6 +586,11 @@ def plan_gemm(
     kb = b_op.extent if b_op.contiguous_is_k else k
     a_vec = vec if a_op.aligned else _unaligned_vec(a_op, vec)
     b_vec = vec if b_op.aligned else _unaligned_vec(b_op, vec)
+    if min(a_vec, b_vec) * a_op.tensor.element_size() < ASYNC_COPY_MIN_BYTES:
+        # an element-wise operand: the scalar binary (what the profile's scalar builds describe), both
+        # misaligned operands element-wise (mixed with a partial vector it spills: 64x32x128 w4 s4 96 B)
+        a_vec = vec if a_op.aligned else 1
+        b_vec = vec if b_op.aligned else 1
     ka_vec = a_vec if a_vec > 1 and a_op.contiguous_is_k and ka % a_vec == 0 else 1
     kb_vec = b_vec if b_vec > 1 and b_op.contiguous_is_k and kb % b_vec == 0 else 1
     if config.variant == "tma":

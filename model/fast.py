@@ -394,11 +394,12 @@ class IntRoute:
         a_ok = a_al or copy_a
         b_ok = b_al or copy_b
         a_scalar, b_scalar = self.scalar
+        vector = loads == "vector"  # else every misaligned operand is element-wise (as load_widths)
         klass = _CLASSES.get(
             (
                 id(table),
-                VECTOR_BYTES if a_ok else (float(a_w) if a_w >= ASYNC_COPY_MIN_BYTES else a_scalar),
-                VECTOR_BYTES if b_ok else (float(b_w) if b_w >= ASYNC_COPY_MIN_BYTES else b_scalar),
+                VECTOR_BYTES if a_ok else (float(a_w) if vector else a_scalar),
+                VECTOR_BYTES if b_ok else (float(b_w) if vector else b_scalar),
                 self.out_bytes,
                 a_ok and b_ok,
             )

@@ -143,7 +143,8 @@ def test_load_widths_of_misaligned_rows() -> None:
     assert load_widths(Problem(64, 129, 2317)) == (2, 2)
     assert load_widths(Problem(64, 36, 146, layout="tn")) == (16, 8)  # A stored transposed: rows of M = 64
     assert load_widths(Problem(64, 36, 146, dtype="tf32")) == (8, 16)
-    assert load_widths(Problem(64, 36, 146, dtype="fp8e4m3")) == (2, 4)
+    assert load_widths(Problem(64, 36, 146, dtype="fp8e4m3")) == (1, 1)  # 2-byte A: both element-wise
+    assert load_widths(Problem(64, 129, 144)) == (16, 2)
     assert load_widths(Problem(3000, 1500, 7000)) == (16, 16)  # B (8-byte rows) is copied at this size
     assert operand_loads(Problem(64, 36, 146)) == "vector"
     assert operand_loads(Problem(64, 129, 146)) == "scalar"
