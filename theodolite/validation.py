@@ -167,7 +167,7 @@ def add_model_picks(results: Results, profile: Any, pick: Callable[[Problem, Any
 
 
 def merge_files(paths: Sequence[str | Path], output: str | Path) -> Results:
-    """Join shard files into one (a later file wins on a repeated shape)."""
+    """Join shard files into one; a later file wins on a repeated shape (a re-measurement replaces it)."""
     from theodolite.results import merge_results
 
     parts = [load_results(path) for path in paths]
@@ -176,7 +176,10 @@ def merge_files(paths: Sequence[str | Path], output: str | Path) -> Results:
     merged.settings.pop("shard", None)
     merged.settings.pop("stopped_for_budget", None)
     merged.settings["incomplete"] = any(bool(part.settings.get("incomplete")) for part in parts)
-    merged.settings["shapes_total"] = sum(int(part.settings.get("shapes_total", len(part.shapes))) for part in parts)
+    repeated = sum(len(part.shapes) for part in parts) - len(merged.shapes)  # re-measured shapes replace
+    merged.settings["shapes_total"] = (
+        sum(int(part.settings.get("shapes_total", len(part.shapes))) for part in parts) - repeated
+    )
     merged.settings["wall_s"] = round(sum(float(part.settings.get("wall_s", 0.0)) for part in parts), 2)
     save_results(merged, output)
     return merged

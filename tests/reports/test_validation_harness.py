@@ -179,6 +179,18 @@ def test_shards_cover_every_shape_once_and_merge(tmp_path: Path) -> None:
         run_validation(SHAPES, ValidateSettings(shard=(1, 2), resume=True), fake_harness(clock, []), files[0])
     merged = merge_files(files, tmp_path / "all.json")
     assert sorted(s.name for s in merged.shapes) == sorted(s.name for s in SHAPES)
+    assert merged.settings["shapes_total"] == len(SHAPES)
+    # a re-measurement of some shapes replaces them (the later file wins) and does not add to the total
+    again = tmp_path / "again.json"
+    run_validation(SHAPES[:2], ValidateSettings(peers=()), fake_harness(clock, []), again)
+    marked = load_results(again)
+    for shape in marked.shapes:
+        shape.torch_ms = 123.0  # tells the re-measured entries apart
+    save_results(marked, again)
+    remeasured = merge_files([tmp_path / "all.json", again], tmp_path / "all3.json")
+    assert remeasured.settings["shapes_total"] == len(SHAPES) and len(remeasured.shapes) == len(SHAPES)
+    names = {s.name for s in SHAPES[:2]}
+    assert [s.torch_ms == 123.0 for s in remeasured.shapes] == [s.name in names for s in remeasured.shapes]
     assert main(["validate", "--merge", *map(str, files), "-o", str(tmp_path / "all2.json")]) == 0
     assert main(["validate", "--summary", str(tmp_path / "all2.json")]) == 0
 
