@@ -17,7 +17,7 @@ from typing import Any
 
 from theodolite.kernels.config import DTYPE_BYTES, GemmConfig, config_space
 
-from theodolite.profile.schema import KernelBuild
+from theodolite.profile.schema import KERNEL_LOADS, KernelBuild
 
 _TRITON_TYPES = {
     "fp16": "*fp16",
@@ -43,12 +43,14 @@ def _source(
 ) -> tuple[Any, Any]:
     """The ASTSource of a config's main kernel (what dominates its registers and shared memory).
 
-    ``loads="scalar"``: the binary gemm() runs when both operands are misaligned and not copied
-    (element-wise loads: a different register budget, and the one that spills first)."""
+    ``loads``: the operands' load width (``KernelBuild.loads``): "vector" 16 bytes, "vec8"/"vec4" the
+    binaries of misaligned rows read as 8-/4-byte vectors, "scalar" element-wise (both operands
+    misaligned and not copied): each a different register budget; the narrow ones spill first."""
     from theodolite.kernels import persistent, splitk, streamk, tma
     from triton.compiler import ASTSource
 
-    vec = 16 // DTYPE_BYTES[dtype] if loads == "vector" else 1
+    width = {"vector": 16, "vec8": 8, "vec4": 4, "scalar": 1}[loads]
+    vec = max(1, width // DTYPE_BYTES[dtype])
     kernel = {
         "persistent": persistent.persistent_kernel,
         "streamk": streamk.streamk_kernel,
@@ -171,13 +173,14 @@ def compile_builds(
     configs: list[GemmConfig] | None = None,
     problem_variants: tuple[str, ...] = PROBLEM_VARIANTS,
     workers: int | None = None,
-    loads: tuple[str, ...] = ("vector", "scalar"),
+    loads: tuple[str, ...] = KERNEL_LOADS,
 ) -> list[KernelBuild]:
     """KernelBuild (registers, spills, shared bytes) of every config of ``dtypes`` for ``architecture``.
 
     Layouts in ``problem_variants`` are compiled too; the worst (most registers/spills) is kept
-    per config.  Each config is built for vector loads and, for the non-TMA variants, scalar loads
-    (misaligned operands that are not copied).  Configs that fail to compile are left out (their errors are printed).
+    per config.  Each config is built for vector loads and, for the non-TMA variants, for the narrower
+    loads of misaligned operands that are not copied (``KERNEL_LOADS``).  Configs that fail to compile
+    are left out (their errors are printed).
     """
     tasks = []
     for dtype in dtypes:
@@ -185,7 +188,7 @@ def compile_builds(
         for config in chosen:
             for layout in problem_variants:
                 for kind in loads:
-                    if kind == "scalar" and config.variant == "tma":
+                    if kind != "vector" and config.variant == "tma":
                         continue  # TMA never runs misaligned operands
                     tasks.append((config.key, dtype, architecture, layout, kind))
     workers = workers or max(1, min(len(tasks), (os.cpu_count() or 2)))

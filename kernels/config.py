@@ -392,11 +392,20 @@ def load_widths(problem: Problem) -> tuple[int, int]:
     return a, b
 
 
+def loads_class(width: float) -> str:
+    """The build class (``KernelBuild.loads``) of a kernel whose narrowest operand loads ``width`` bytes."""
+    if width >= ALIGN_BYTES:
+        return "vector"
+    if width < ASYNC_COPY_MIN_BYTES:
+        return "scalar"
+    return "vec8" if width >= 8 else "vec4"
+
+
 def operand_loads(problem: Problem) -> str:
-    """Which binary gemm() runs: "scalar" when an uncopied operand's loads are narrower than an
-    asynchronous copy (element-wise: not pipelined), else "vector" (16-byte, or 4-/8-byte vectors of
-    misaligned rows, which pipeline like aligned ones)."""
-    return "scalar" if min(load_widths(problem)) < ASYNC_COPY_MIN_BYTES else "vector"
+    """Which binary gemm() runs, by its narrowest operand loads: "vector" (16 bytes: aligned or copied
+    rows), "vec8"/"vec4" (misaligned rows read as 8-/4-byte vectors: pipelined like aligned ones, more
+    registers), "scalar" (element-wise: not pipelined)."""
+    return loads_class(min(load_widths(problem)))
 
 
 def legal_configs(
@@ -412,7 +421,7 @@ def legal_configs(
         build = None
         if profile is not None:
             build = profile.kernel_build(config.variant, config.key, problem.dtype, loads)
-            if build is None and loads == "scalar":  # a profile from before scalar builds were gathered
+            if build is None and loads != "vector":  # a profile from before these builds were gathered
                 build = profile.kernel_build(config.variant, config.key, problem.dtype)
         if legality(config, problem, limits, build) is None:
             result.append(config)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from theodolite.kernels import config as kernel_config
-from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, ASYNC_COPY_MIN_BYTES, Problem
+from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, Problem, loads_class
 from theodolite.model import core, grid_cache
 from theodolite.model.compute import VECTOR_BYTES
 from theodolite.model.memory import aligned_copy_time
@@ -103,7 +103,7 @@ class AlignmentClass:
         # the binaries this class runs (scalar loads when an operand is misaligned and not copied): a config
         # whose binary spills or overflows shared memory is illegal for every shape of the class, so it must
         # not take a cell's candidate place (else whole cells fall back to the full space)
-        builds = table.scalar_builds if core.synchronous(a_vec, b_vec) else table.builds
+        builds = table.builds_by_loads[loads_class(min(a_vec, b_vec))]
         smem = table.hw.limits.smem_bytes_per_block
         self.build_ok = np.array([b is None or (b.n_spills == 0 and b.shared_bytes <= smem) for b in builds])
 
@@ -387,14 +387,14 @@ class IntRoute:
         a_al, b_al = a_w == ALIGN_BYTES, b_w == ALIGN_BYTES
         a_eff = ALIGN_BYTES if copy_a else a_w
         b_eff = ALIGN_BYTES if copy_b else b_w
-        loads = "scalar" if min(a_eff, b_eff) < ASYNC_COPY_MIN_BYTES else "vector"  # as operand_loads
+        loads = loads_class(min(a_eff, b_eff))  # as operand_loads
         mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), k_bin, False, crowded, loads))
         if mask is None:
             return None
         a_ok = a_al or copy_a
         b_ok = b_al or copy_b
         a_scalar, b_scalar = self.scalar
-        vector = loads == "vector"  # else every misaligned operand is element-wise (as load_widths)
+        vector = loads != "scalar"  # else every misaligned operand is element-wise (as load_widths)
         klass = _CLASSES.get(
             (
                 id(table),

@@ -39,7 +39,7 @@ from theodolite.model import compute, core, memory, occupancy
 from theodolite.model.hardware import Hardware, hardware
 
 from theodolite.errors import TheodoliteError
-from theodolite.profile.schema import Profile
+from theodolite.profile.schema import KERNEL_LOADS, Profile
 
 BOTTLENECKS = ("issue", "smem", "cache", "occupancy", "compute")
 # A config whose SMs are on average less busy than this over its waves is "occupancy"-bound.
@@ -96,10 +96,16 @@ class ConfigTable:
         self.index = {key: i for i, key in enumerate(self.keys)}
         builds = [profile.kernel_build(c.variant, c.key, dtype) for c in configs]
         self.builds = builds
-        # the binaries of misaligned, uncopied operands (element-wise loads): they may spill where the
-        # vector ones do not; a profile without them falls back to the vector builds
-        self.scalar_builds = [profile.kernel_build(c.variant, c.key, dtype, "scalar") or b for c, b in
-                              zip(configs, builds, strict=True)]  # fmt: skip
+        # the binaries of misaligned, uncopied operands (8-/4-byte vectors, element-wise loads): they may
+        # spill where the vector ones do not; a profile without them falls back to the vector builds
+        self.builds_by_loads = {"vector": builds} | {
+            loads: [
+                profile.kernel_build(c.variant, c.key, dtype, loads) or b for c, b in zip(configs, builds, strict=True)
+            ]
+            for loads in KERNEL_LOADS
+            if loads != "vector"
+        }
+        self.scalar_builds = self.builds_by_loads["scalar"]
 
         def arr(values: Sequence[float]) -> np.ndarray:
             return np.array(values, dtype=np.float64)
@@ -187,7 +193,7 @@ class ConfigTable:
         mask = self._legal.get(key)
         if mask is None:
             limits = self.hw.limits
-            builds = self.scalar_builds if loads == "scalar" else self.builds
+            builds = self.builds_by_loads[loads]
             mask = (
                 np.array([legality(c, problem, limits, b) is None for c, b in zip(self.configs, builds, strict=True)])
                 & self.fit_ok

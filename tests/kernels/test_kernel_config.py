@@ -146,7 +146,9 @@ def test_load_widths_of_misaligned_rows() -> None:
     assert load_widths(Problem(64, 36, 146, dtype="fp8e4m3")) == (1, 1)  # 2-byte A: both element-wise
     assert load_widths(Problem(64, 129, 144)) == (16, 2)
     assert load_widths(Problem(3000, 1500, 7000)) == (16, 16)  # B (8-byte rows) is copied at this size
-    assert operand_loads(Problem(64, 36, 146)) == "vector"
+    assert operand_loads(Problem(64, 36, 146)) == "vec4"  # the narrowest operand names the binary
+    assert operand_loads(Problem(64, 36, 148)) == "vec8"
+    assert operand_loads(Problem(64, 32, 144)) == "vector"
     assert operand_loads(Problem(64, 129, 146)) == "scalar"
     assert operand_loads(Problem(64, 36, 146, dtype="fp8e4m3")) == "scalar"
 

@@ -46,3 +46,25 @@ def test_misaligned_problem_is_judged_by_its_scalar_build(measured_profile: Prof
     assert config in legal_configs(aligned, limits, profile)
     assert config not in legal_configs(misaligned, limits, profile)
     assert "spills" in (legality(config, misaligned, limits, profile.kernel_build("persistent", KEY, "bf16", "scalar")))
+
+
+def test_partial_vector_problems_are_judged_by_their_width_build(measured_profile: Profile, tmp_path: Path) -> None:
+    """Misaligned rows read as 4-byte vectors have their own binary (more addresses: it spills first); a
+    profile without that build falls back to the vector one; an unknown load kind is a corrupt profile."""
+    import pytest
+
+    from theodolite.errors import ProfileError
+    from theodolite.profile.schema import validate
+
+    vec4 = KernelBuild("persistent", KEY, "bf16", "sm_90", 255, 96, 98304, 3, loads="vec4")
+    profile = replace(measured_profile, kernel_builds=(*_with_builds(measured_profile).kernel_builds, vec4))
+    limits = KernelLimits.from_profile(profile)
+    config = GemmConfig.from_key(KEY)
+    partial = Problem(300, 300, 582)  # K rows of 582 bf16: 4-byte vectors; N rows of 300: 8-byte ones
+    assert operand_loads(partial) == "vec4" and operand_loads(Problem(300, 300, 580)) == "vec8"
+    assert config not in legal_configs(partial, limits, profile)
+    assert config in legal_configs(Problem(300, 300, 580), limits, profile)  # no vec8 build: the vector one
+    loaded = load_profile(save_profile(profile, tmp_path / "p.h5"))
+    assert loaded.kernel_build("persistent", KEY, "bf16", "vec4").n_spills == 96
+    with pytest.raises(ProfileError, match="unknown loads 'vec3'"):
+        validate(replace(profile, kernel_builds=(replace(vec4, loads="vec3"),)))

@@ -281,9 +281,13 @@ class KernelBuild:
     n_spills: int
     shared_bytes: int
     num_stages: int
-    # "vector": the binary for 16-byte aligned (or copied) operands; "scalar": the one gemm() runs on
-    # misaligned operands it does not copy (element-wise loads, a different register budget)
+    # "vector": the binary for 16-byte aligned (or copied) operands; "vec8"/"vec4": misaligned rows read
+    # as 8-/4-byte vectors (more load instructions and addresses: more registers); "scalar": element-wise
+    # loads of misaligned rows gemm() does not copy (KERNEL_LOADS)
     loads: str = "vector"
+
+
+KERNEL_LOADS = ("vector", "vec8", "vec4", "scalar")  # the binaries a config is built as, by load width
 
 
 @dataclass(frozen=True)
@@ -396,5 +400,5 @@ def validate(profile: Profile) -> None:
     for build in profile.kernel_builds:
         if build.n_regs < 0 or build.n_spills < 0 or build.shared_bytes < 0:
             raise ProfileError(f"{where}: kernel build {build.variant}/{build.config_key} has negative resources")
-        if build.loads not in ("vector", "scalar"):
+        if build.loads not in KERNEL_LOADS:
             raise ProfileError(f"{where}: kernel build {build.config_key} has unknown loads {build.loads!r}")

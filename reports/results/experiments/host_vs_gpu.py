@@ -1,12 +1,28 @@
-"""Where does a tiny GEMM's time go?  host us/call (GPU kept busy), GPU us/call (CUDA graph replay),
-back-to-back us/call (what validation measures); ours vs torch.matmul."""
-import json, os, sys, time
-import torch, triton, triton.language as tl
-from theodolite.kernels.launch import gemm, plan_gemm
-from theodolite.kernels.config import GemmConfig
-from theodolite.kernels.benchmark import make_inputs
+"""Where a tiny GEMM's time goes: host us/call, GPU us/call and back-to-back us/call, ours and torch.matmul.
 
-OUT = os.environ.get("OUT", "/tmp")
+Run on a GPU machine from the repository root (writes ``$OUT/diag.json``, prints a table)::
+
+    PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/host_vs_gpu.py
+
+- host: launches enqueued while the GPU spins for 50 ms, so they only cost host time;
+- gpu: a CUDA graph of 20 calls replayed (no host work);
+- b2b: back-to-back calls on 16 rotated input sets (what ``theodolite validate`` measures for small shapes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import triton
+from theodolite.kernels.benchmark import make_inputs
+from theodolite.kernels.config import GemmConfig
+from theodolite.kernels.launch import gemm, plan_gemm
+
 CASES = [
     (128, 128, 128, "persistent/128x128x64/g8/w8/s4/k1/f"),
     (128, 128, 128, "persistent/16x64x128/g8/w4/s4/k1"),
@@ -23,73 +39,102 @@ CASES = [
     (2048, 2048, 2048, "tma/128x256x64/g8/w8/s3/k1/f"),
 ]
 
+
 @triton.jit
-def _empty(x):
+def _empty(x_ptr):
     pass
 
-def host_us(fn, n=200):
+
+def host_us(fn: Callable[[], Any], calls: int = 200) -> float:
     torch.cuda.synchronize()
-    torch.cuda._sleep(int(2e9 * 0.05))  # ~50 ms of GPU spin: launches below only enqueue
-    t = time.perf_counter()
-    for _ in range(n):
+    torch.cuda._sleep(int(2e9 * 0.05))  # ~50 ms of GPU spin: the launches below only enqueue
+    start = time.perf_counter()
+    for _ in range(calls):
         fn()
-    dt = time.perf_counter() - t
+    seconds = time.perf_counter() - start
     torch.cuda.synchronize()
-    return dt / n * 1e6
+    return seconds / calls * 1e6
 
-def graph_us(fn, n=20, reps=20):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn(); fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(n):
+
+def graph_us(fn: Callable[[], Any], calls: int = 20, repeats: int = 20) -> float:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
             fn()
-    g.replay(); torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); g.replay(); b.record(); torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / n)
-    return sorted(ts)[len(ts) // 2]
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(begin.elapsed_time(end) * 1e3 / calls)
+    return sorted(times)[len(times) // 2]
 
-def b2b_us(fns, calls=400, reps=7):
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
+
+def back_to_back_us(fns: Sequence[Callable[[], Any]], calls: int = 400, repeats: int = 7) -> float:
+    times = []
+    for _ in range(repeats):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
         for i in range(calls):
             fns[i % len(fns)]()
-        b.record(); torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / calls)
-    return sorted(ts)[len(ts) // 2]
+        end.record()
+        torch.cuda.synchronize()
+        times.append(begin.elapsed_time(end) * 1e3 / calls)
+    return sorted(times)[len(times) // 2]
 
-rows = []
-x = torch.empty(1, device="cuda")
-e = lambda: _empty[(1,)](x)
-e()
-rows.append(dict(case="empty triton kernel via JIT", host=host_us(e), gpu=graph_us(e), b2b=b2b_us([e])))
-k = _empty[(1,)](x)
-run = k[(1,1,1)]
-e2 = lambda: run(x)
-rows.append(dict(case="empty triton kernel, compiled[grid]", host=host_us(e2), gpu=graph_us(e2), b2b=b2b_us([e2])))
-for m, n, kk, key in CASES:
-    cfg = GemmConfig.from_key(key)
-    sets = [make_inputs(m, n, kk, "bf16", "nn", torch.device("cuda"), seed=i) for i in range(16)]
-    outs = [torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in sets]
-    ours = [(lambda a=a, b=b, o=o: gemm(a, b, cfg, out=o)) for (a, b), o in zip(sets, outs)]
-    theirs = [(lambda a=a, b=b, o=o: torch.matmul(a, b, out=o)) for (a, b), o in zip(sets, outs)]
-    ours[0](); theirs[0](); torch.cuda.synchronize()
-    plan = plan_gemm(sets[0][0], sets[0][1], cfg, out=outs[0])
-    r = dict(case=f"{m}x{n}x{kk} {key}", steps=len(plan.steps),
-             host=host_us(ours[0]), gpu=graph_us(ours[0]), b2b=b2b_us(ours),
-             t_host=host_us(theirs[0]), t_gpu=graph_us(theirs[0]), t_b2b=b2b_us(theirs))
-    rows.append(r)
-    print(r, flush=True)
-json.dump(rows, open(f"{OUT}/diag.json", "w"), indent=1)
-print(f"{'case':58s} {'st':>2s} {'host':>6s} {'gpu':>6s} {'b2b':>6s} | {'t_host':>6s} {'t_gpu':>6s} {'t_b2b':>6s}")
-for r in rows:
-    print(f"{r['case'][:58]:58s} {r.get('steps',0):2d} {r['host']:6.1f} {r['gpu']:6.1f} {r['b2b']:6.1f} | "
-          f"{r.get('t_host',0):6.1f} {r.get('t_gpu',0):6.1f} {r.get('t_b2b',0):6.1f}")
+
+def main() -> None:
+    rows: list[dict[str, Any]] = []
+    x = torch.empty(1, device="cuda")
+
+    def jit() -> None:
+        _empty[(1,)](x)
+
+    jit()
+    runner = _empty[(1,)](x)[(1, 1, 1)]
+
+    def compiled() -> None:
+        runner(x)
+
+    for name, fn in (("empty triton kernel via JIT", jit), ("empty triton kernel, compiled[grid]", compiled)):
+        rows.append({"case": name, "host": host_us(fn), "gpu": graph_us(fn), "b2b": back_to_back_us([fn])})
+    device = torch.device("cuda")
+    for m, n, k, key in CASES:
+        config = GemmConfig.from_key(key)
+        sets = [make_inputs(m, n, k, "bf16", "nn", device, seed=i) for i in range(16)]
+        outs = [torch.empty(m, n, device=device, dtype=torch.bfloat16) for _ in sets]
+        ours = [lambda a=a, b=b, o=o, c=config: gemm(a, b, c, out=o) for (a, b), o in zip(sets, outs, strict=True)]
+        theirs = [lambda a=a, b=b, o=o: torch.matmul(a, b, out=o) for (a, b), o in zip(sets, outs, strict=True)]
+        ours[0]()
+        theirs[0]()
+        torch.cuda.synchronize()
+        steps = len(plan_gemm(sets[0][0], sets[0][1], config, out=outs[0]).steps)
+        row = {
+            "case": f"{m}x{n}x{k} {key}", "steps": steps,
+            "host": host_us(ours[0]), "gpu": graph_us(ours[0]), "b2b": back_to_back_us(ours),
+            "t_host": host_us(theirs[0]), "t_gpu": graph_us(theirs[0]), "t_b2b": back_to_back_us(theirs),
+        }  # fmt: skip
+        rows.append(row)
+        print(row, flush=True)
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "diag.json"), "w") as stream:
+        json.dump(rows, stream, indent=1)
+    print(f"{'case':58s} {'st':>2s} {'host':>6s} {'gpu':>6s} {'b2b':>6s} | {'t_host':>6s} {'t_gpu':>6s} {'t_b2b':>6s}")
+    for r in rows:
+        print(
+            f"{r['case'][:58]:58s} {r.get('steps', 0):2d} {r['host']:6.1f} {r['gpu']:6.1f} {r['b2b']:6.1f} | "
+            f"{r.get('t_host', 0):6.1f} {r.get('t_gpu', 0):6.1f} {r.get('t_b2b', 0):6.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
