@@ -371,6 +371,12 @@ def legality(
     return None
 
 
+def partial_vectors_enabled() -> bool:
+    """Misaligned operands are read with the widest 4- or 8-byte vectors their rows allow (default);
+    ``THEODOLITE_PARTIAL_VEC=0`` reads them element-wise, as the kernels did before (for experiments)."""
+    return os.environ.get("THEODOLITE_PARTIAL_VEC", "1") not in ("", "0")
+
+
 def load_widths(problem: Problem) -> tuple[int, int]:
     """Bytes per load of A and B as gemm() reads them: 16 for aligned (or copied) rows, else the widest
     vector dividing the contiguous extent of a dense operand (up to 8 bytes; gemm() also checks the
@@ -379,10 +385,12 @@ def load_widths(problem: Problem) -> tuple[int, int]:
     copy_a, copy_b = needs_aligned_copy(problem)
     e = DTYPE_BYTES[problem.dtype]
 
+    partial = partial_vectors_enabled()
+
     def width(aligned: bool, extent: int) -> int:
         if aligned:
             return ALIGN_BYTES
-        return min(ALIGN_BYTES // 2, e * (extent & -extent)) if extent > 0 else e
+        return min(ALIGN_BYTES // 2, e * (extent & -extent)) if extent > 0 and partial else e
 
     a_extent = problem.k if problem.layout[0] == "n" else problem.m
     b_extent = problem.n if problem.layout[1] == "n" else problem.k

@@ -26,6 +26,7 @@ from theodolite.kernels.config import (
     Problem,
     legality,
     needs_aligned_copy,
+    partial_vectors_enabled,
     programs_per_sm,
     vector_elements,
 )
@@ -276,12 +277,6 @@ def _aligned_copy(op: _Operand, vec: int, source: int) -> tuple[_Operand, _Align
         op.contiguous_is_k,
     )
     return new, step
-
-
-def partial_vectors_enabled() -> bool:
-    """Misaligned operands are read with the widest 4- or 8-byte vectors their rows allow (default);
-    ``THEODOLITE_PARTIAL_VEC=0`` reads them element-wise, as the kernels did before (for experiments)."""
-    return os.environ.get("THEODOLITE_PARTIAL_VEC", "1") not in ("", "0")
 
 
 def _unaligned_vec(op: _Operand, vec: int) -> int:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from theodolite.kernels import config as kernel_config
-from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, Problem, loads_class
+from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, Problem, loads_class, partial_vectors_enabled
 from theodolite.model import core, grid_cache
 from theodolite.model.compute import VECTOR_BYTES
 from theodolite.model.memory import aligned_copy_time
@@ -332,6 +332,7 @@ class IntRoute:
         self.thresholds = table._k_thresholds
         self.e = table.hw.element_bytes
         self.scalar = scalar_widths(layout, table.hw, table.dtype)
+        self.partial = partial_vectors_enabled()
         # split-K crowding (ConfigTable.splitk_crowded) decided from its two extreme tile shapes when it can be
         self.crowd_limit = table._splitk_limit
         (self.small_m, self.small_n), (self.large_m, self.large_n) = table._splitk_extremes
@@ -342,8 +343,11 @@ class IntRoute:
         e = self.e
         a_ext = k if self.a_by_k else m
         b_ext = n if self.b_by_n else k
-        a_w = min(e * (a_ext & -a_ext), ALIGN_BYTES)  # widest vector dividing a (dense) row, as unaligned_width
+        a_w = min(e * (a_ext & -a_ext), ALIGN_BYTES)  # widest vector dividing a (dense) row, as load_widths
         b_w = min(e * (b_ext & -b_ext), ALIGN_BYTES)
+        if not self.partial:  # THEODOLITE_PARTIAL_VEC=0 when this selector was built: element-wise
+            a_w = a_w if a_w == ALIGN_BYTES else e
+            b_w = b_w if b_w == ALIGN_BYTES else e
         a_al = a_w == ALIGN_BYTES
         b_al = b_w == ALIGN_BYTES
         big = 2.0 * m * n * k >= kernel_config.ALIGN_COPY_MIN_FLOPS  # read at call time, as needs_aligned_copy

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from theodolite.kernels.config import Problem
 from theodolite.model import core, fast
-from theodolite.model.predict import alignment, choose_index, evaluate, table_for
+from theodolite.model.predict import alignment, choose_index, clear_tables, evaluate, table_for
 
 from theodolite import api
 from theodolite.profile.datasheet import h100_sxm, mi300x
@@ -102,3 +102,24 @@ def test_vocabulary_sized_shapes_take_the_grid() -> None:
     i_fast, _ = fast.choose_fast(table, problem)
     i_full, times = choose_index(table, problem)
     assert float(times[i_fast]) <= float(times[i_full]) * 1.0001
+
+
+def test_partial_vector_switch_reaches_model_and_fast_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """THEODOLITE_PARTIAL_VEC=0 (gemm() reads misaligned rows element-wise) is what the model costs too, on the
+    slow path and the int route alike."""
+    from theodolite.kernels.config import load_widths, operand_loads
+
+    problem = Problem(300, 36, 146)  # 4-byte A rows, 8-byte B rows
+    assert load_widths(problem) == (4, 8) and operand_loads(problem) == "vec4"
+    monkeypatch.setenv("THEODOLITE_PARTIAL_VEC", "0")
+    clear_tables()  # the int route reads the switch when it is built
+    assert load_widths(problem) == (2, 2) and operand_loads(problem) == "scalar"
+    table = table_for(H100, "bf16")
+    a_vec, b_vec, _ = alignment(problem, table.hw)
+    assert core.synchronous(a_vec, b_vec)
+    for _ in range(fast.BUILD_AFTER):
+        expected = fast.choose_fast(table, problem)
+    got = fast.choose_ints(table, 300, 36, 146, "nn", 1, problem.output_bytes)
+    assert got is not None and got[0] == expected[0] and got[1] == pytest.approx(expected[1], rel=1e-12)
+    monkeypatch.delenv("THEODOLITE_PARTIAL_VEC")
+    clear_tables()
