@@ -123,7 +123,7 @@ def cost(
     hide = latency / (1.0 / scalar_batches(c, a_vec, b_vec, hw, ops) if scalar else c.lat_div)
     # one program's K-step is a chain (its matrix work or its latency wait, then its loop bookkeeping); the
     # other programs resident on the SM fill that bookkeeping with their own matrix work
-    chain = mx(per_prog, hide) + hw.iteration_overhead_s
+    chain = mx(per_prog, hide) + hw.iteration_overhead_s + c.it_extra
     it_f = mx(occ_f * per_prog, chain)
     it_l = mx(occ_l * per_prog, chain)
     # the epilogue: after its K loop a program writes its tile (accumulator -> registers -> global) through its
@@ -205,7 +205,7 @@ def cost(
 
 SCALAR_FIELDS = (
     "bm", "bn", "bk", "gm", "split", "is_sk", "is_split", "pprog", "slots", "panel", "elems", "per_program",
-    "lat_div", "launch_fixed", "sm", "flat_hide",
+    "lat_div", "launch_fixed", "sm", "flat_hide", "it_extra",
 )  # fmt: skip
 
 
@@ -247,9 +247,11 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
     call costs only the shape-dependent arithmetic (~3 us).  Tests hold it equal to ``cost``; change both
     together.
     """
-    bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh = c
+    (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh,
+     it_extra) = c  # fmt: skip
     (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, launch, prog_start, sk_slow,
      sm_bw) = h  # fmt: skip
+    it_over = it_over + it_extra  # this config's loop bookkeeping per K-iteration
     step_bytes = bk * e
     request_step = panel * step_bytes
     lat_span = hbm_lat - l2_lat

@@ -88,7 +88,9 @@ class AlignmentClass:
             if hw.hbm_latency_s >= hw.l2_latency_s
             else 0.0
         )
-        it_min = np.where(table.is_streamk, 0.0, np.maximum(per_program, hide_min) + hw.iteration_overhead_s)
+        it_min = np.where(
+            table.is_streamk, 0.0, np.maximum(per_program, hide_min) + hw.iteration_overhead_s + table.it_extra
+        )
         fixed_min = (hw.l2_latency_s if hw.hbm_latency_s >= hw.l2_latency_s else 0.0) + hw.tile_overhead_s
         fixed_min = fixed_min * (1.0 - table.flat_hide)  # a flattened loop hides this share (core.cost)
         # plus the epilogue (exactly core.cost's: the work item's tile written at one SM's bandwidth)

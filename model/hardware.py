@@ -49,6 +49,12 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "seconds a kernel launch of our launcher costs beyond the profile's launch_overhead",
     ),
     "model_tma_launch_extra": (1.28e-6, "extra seconds of a TMA launch (device descriptors: allocator, scratch)"),
+    "model_tma_iteration_overhead": (
+        0.0,
+        "cycles a TMA kernel's K-iteration costs beyond the loop bookkeeping of pointer-based ones (the mbarrier "
+        "arrive/expect and wait on the copies, not overlapped with the matrix instructions without warp "
+        "specialization)",
+    ),
     "model_scalar_load_cost": (
         1.0,
         "issue cost of a scalar (misaligned-row) load relative to a vector load instruction",
@@ -94,7 +100,8 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
 # without them runs on the code defaults above, which Hardware.defaults_used names.
 FITTED_PARAMETERS = (
     "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_mma_small_rate",
-    "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra", "model_streamk_slowdown",
+    "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra", "model_tma_iteration_overhead",
+    "model_streamk_slowdown",
     "model_scalar_load_cost", "model_scalar_k_load_share",
     "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale", "model_flatten_hiding",
 )  # fmt: skip
@@ -134,6 +141,7 @@ class Hardware:
     latency_hiding: float
     launch_kernel_s: float  # one launch of our launcher: profile launch_overhead + model_launch_extra
     tma_launch_extra_s: float
+    tma_iteration_overhead_s: float  # model_tma_iteration_overhead in seconds
     scalar_vec: float  # effective bytes per load instruction of a misaligned operand whose rows run along M or N
     scalar_vec_k: float  # the same for a misaligned operand whose rows run along K
     scalar_in_flight: float  # scalar loads a thread keeps outstanding
@@ -255,6 +263,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         latency_hiding=_parameter(profile, "model_latency_hiding"),
         launch_kernel_s=float(profile.value("launch_overhead")) + _parameter(profile, "model_launch_extra"),
         tma_launch_extra_s=_parameter(profile, "model_tma_launch_extra"),
+        tma_iteration_overhead_s=_parameter(profile, "model_tma_iteration_overhead") / clock,
         scalar_vec=DTYPE_BYTES[dtype] / _parameter(profile, "model_scalar_load_cost"),
         scalar_vec_k=DTYPE_BYTES[dtype]
         / (_parameter(profile, "model_scalar_load_cost") * _parameter(profile, "model_scalar_k_load_share")),

@@ -141,6 +141,7 @@ class ConfigTable:
         self.lat_div = np.maximum((self.stages - 1.0) * hiding, 1.0)
         self.sm = float(hw.sm_count)
         self.launch_fixed = hw.launch_kernel_s + np.where(self.is_tma, hw.tma_launch_extra_s, 0.0)
+        self.it_extra = np.where(self.is_tma, hw.tma_iteration_overhead_s, 0.0)  # beyond iteration_overhead_s
         self.pprog = self.sm * self.launched  # grid of persistent variants (Stream-K: before the K cap)
         self.slots = self.sm * self.fit
         self.hw_tuple = core.hardware_tuple(hw)

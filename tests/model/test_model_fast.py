@@ -22,7 +22,23 @@ def _shapes(count: int, seed: int) -> list[tuple[int, int, int]]:
     return [tuple(int(math.exp(rng.uniform(0, math.log(20000)))) for _ in range(3)) for _ in range(count)]  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("profile", [H100, mi300x()], ids=["h100", "mi300x"])
+def _with_tma_iteration_overhead() -> object:
+    """The H100 datasheet profile with a nonzero fitted TMA iteration overhead (a per-config cost term)."""
+    import tempfile
+
+    from theodolite.model.evaluate import write_parameters
+
+    from theodolite.profile.hdf5 import load_profile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/p.h5"
+        write_parameters(H100, {"model_tma_iteration_overhead": 96.0}, path, [])
+        return load_profile(path)
+
+
+@pytest.mark.parametrize(
+    "profile", [H100, mi300x(), _with_tma_iteration_overhead()], ids=["h100", "mi300x", "h100-tma-overhead"]
+)
 def test_scalar_cost_equals_vector_cost(profile) -> None:  # type: ignore[no-untyped-def]
     table = table_for(profile, "bf16")
     for m, n, k in _shapes(120, 1):
@@ -122,4 +138,23 @@ def test_partial_vector_switch_reaches_model_and_fast_route(monkeypatch: pytest.
     got = fast.choose_ints(table, 300, 36, 146, "nn", 1, problem.output_bytes)
     assert got is not None and got[0] == expected[0] and got[1] == pytest.approx(expected[1], rel=1e-12)
     monkeypatch.delenv("THEODOLITE_PARTIAL_VEC")
+    clear_tables()
+
+
+def test_tma_iteration_overhead_costs_tma_configs_only() -> None:
+    from theodolite.kernels.config import GemmConfig
+    from theodolite.model.hardware import hardware
+    from theodolite.model.predict import predict
+
+    costly = _with_tma_iteration_overhead()
+    problem = Problem(4096, 4096, 4096)
+    tma = GemmConfig.from_key("tma/128x256x64/g8/w8/s3/k1/f")
+    persistent = GemmConfig.from_key("persistent/128x256x64/g8/w8/s3/k1/f")
+    clear_tables()
+    slow, base = predict(problem, tma, costly), predict(problem, tma, H100)
+    # 4 waves of 64 K-iterations, each 96 cycles longer (at the profile's clock), on the SM side of the cost
+    added = slow.breakdown["sm_time"] - base.breakdown["sm_time"]
+    assert added == pytest.approx(4 * 64 * 96 / hardware(costly, "bf16").clock_hz, rel=1e-6)
+    assert slow.time_s >= base.time_s
+    assert predict(problem, persistent, costly).time_s == pytest.approx(predict(problem, persistent, H100).time_s)
     clear_tables()

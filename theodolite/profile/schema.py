@@ -127,6 +127,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         ),
         "model_launch_extra": MetricSpec("s", "model fit: launch cost beyond launch_overhead", False, 0, 1e-2),
         "model_tma_launch_extra": MetricSpec("s", "model fit: extra cost of a TMA launch", False, 0, 1e-2),
+        "model_tma_iteration_overhead": MetricSpec(
+            "cycle", "model fit: extra bookkeeping per K-iteration of a TMA kernel", False, 0, 1e6
+        ),
         "model_scalar_load_cost": MetricSpec(
             "1", "model fit: issue cost of a scalar (misaligned) load relative to a vector load", False, 0, 1e3
         ),
