@@ -837,8 +837,9 @@ _NUMBER = (int, float)
 
 
 def _meta(x: Any) -> tuple[Any, ...] | None:
-    """What a plan depends on of a tensor: device, dtype, shape, strides and 16-byte alignment."""
-    return (x.device, x.dtype, x.shape, x.stride(), x.data_ptr() & 15 == 0)
+    """What a plan depends on of a tensor: device, dtype, shape, strides and its base address modulo 16 bytes
+    (the vector widths of its loads: 16 bytes, or 8, 4 or 2 for misaligned rows)."""
+    return (x.device, x.dtype, x.shape, x.stride(), x.data_ptr() & 15)
 
 
 def _fast_key(
@@ -853,14 +854,15 @@ def _fast_key(
         return None
     if type(alpha) not in _NUMBER or type(beta) not in _NUMBER:
         return None
+    # base addresses modulo 16 bytes, not just "aligned": a misaligned operand's load width follows them
     key: tuple[Any, ...] = (
-        config, a.device, a.dtype, a.shape, a.stride(), a.data_ptr() & 15 == 0,
-        b.device, b.dtype, b.shape, b.stride(), b.data_ptr() & 15 == 0, alpha, beta,
+        config, a.device, a.dtype, a.shape, a.stride(), a.data_ptr() & 15,
+        b.device, b.dtype, b.shape, b.stride(), b.data_ptr() & 15, alpha, beta,
     )  # fmt: skip
     if out is not None:
         if not isinstance(out, torch.Tensor):
             return None
-        key = (*key, "out", out.device, out.dtype, out.shape, out.stride(), out.data_ptr() & 15 == 0)
+        key = (*key, "out", out.device, out.dtype, out.shape, out.stride(), out.data_ptr() & 15)
     if c is None and bias is None and out_dtype is None and num_sms is None and precision is None:
         return key
     if out_dtype is not None and not isinstance(out_dtype, (str, torch.dtype)):

@@ -105,6 +105,11 @@ def test_launch_cache_key() -> None:
     assert base == key(torch.randn(64, 32), torch.randn(32, 48))  # new data, same metadata: a hit
     assert base != key(a, b.t().contiguous().t())  # layout
     assert base != key(torch.randn(64 * 32 + 1)[1:].view(64, 32), b)  # 16-byte alignment of the pointer
+    # misaligned rows: a base 8 bytes off reads 8-byte vectors, 4 bytes off 4-byte ones: different plans
+    rows = torch.randn(64 * 34 + 8, dtype=torch.float16)
+    eight, four = rows[4 : 4 + 64 * 34].view(64, 34), rows[2 : 2 + 64 * 34].view(64, 34)
+    b2 = torch.randn(34, 48, dtype=torch.float16)
+    assert key(eight, b2) != key(four, b2)
     assert base != key(a, b, out=out) and key(a, b, out=out) == key(a, b, out=torch.empty(64, 48))
     assert key(a, b, bias=torch.randn(48)) != key(a, b, c=torch.randn(48))
     assert key(a, b, a_scale=2.0) is None and key(a, b, alpha=[1]) is None
