@@ -384,7 +384,6 @@ def load_widths(problem: Problem) -> tuple[int, int]:
     one of them is narrower than an asynchronous copy."""
     copy_a, copy_b = needs_aligned_copy(problem)
     e = DTYPE_BYTES[problem.dtype]
-
     partial = partial_vectors_enabled()
 
     def width(aligned: bool, extent: int) -> int:
@@ -394,9 +393,15 @@ def load_widths(problem: Problem) -> tuple[int, int]:
 
     a_extent = problem.k if problem.layout[0] == "n" else problem.m
     b_extent = problem.n if problem.layout[1] == "n" else problem.k
-    a, b = width(problem.a_aligned or copy_a, a_extent), width(problem.b_aligned or copy_b, b_extent)
-    if min(a, b) < ASYNC_COPY_MIN_BYTES:  # the scalar binary: every misaligned operand element-wise
-        a, b = (a if a == ALIGN_BYTES else e), (b if b == ALIGN_BYTES else e)
+    return issued_widths(width(problem.a_aligned or copy_a, a_extent), width(problem.b_aligned or copy_b, b_extent), e)
+
+
+def issued_widths(a: int, b: int, element: int) -> tuple[int, int]:
+    """The load widths (bytes) a kernel issues for operands whose rows allow ``a`` and ``b``: when one is
+    narrower than an asynchronous copy, the scalar binary runs and every misaligned operand is read
+    element-wise (a partial vector beside element-wise loads spilled: 64x32x128 w4 s4 96 B)."""
+    if min(a, b) < ASYNC_COPY_MIN_BYTES:
+        return (a if a == ALIGN_BYTES else element), (b if b == ALIGN_BYTES else element)
     return a, b
 
 

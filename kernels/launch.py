@@ -18,12 +18,12 @@ from typing import Any
 import torch
 import triton
 from theodolite.kernels.config import (
-    ASYNC_COPY_MIN_BYTES,
     DTYPE_BYTES,
     ConfigError,
     GemmConfig,
     KernelLimits,
     Problem,
+    issued_widths,
     legality,
     needs_aligned_copy,
     partial_vectors_enabled,
@@ -286,15 +286,8 @@ def _unaligned_vec(op: _Operand, vec: int) -> int:
     bytes: narrower element-wise loads stay synchronous and each K step waits a memory latency)."""
     if not partial_vectors_enabled():
         return 1
-    size = op.tensor.element_size()
-    base = op.tensor.data_ptr()
-    width = vec // 2
-    while width > 1:
-        if base % (width * size) == 0 and op.ld % width == 0 and op.batch_stride % width == 0 and \
-                op.extent % width == 0:  # fmt: skip
-            return width
-        width //= 2
-    return 1
+    bits = op.tensor.data_ptr() // op.tensor.element_size() | op.ld | op.batch_stride | op.extent
+    return min(vec // 2, bits & -bits)  # the lowest set bit: the largest power of two dividing all four
 
 
 def _row_vec(x: torch.Tensor, n: int) -> int:
@@ -579,13 +572,13 @@ def plan_gemm(
     ln = n if b_op.contiguous_is_k else b_op.extent
     ka = a_op.extent if a_op.contiguous_is_k else k
     kb = b_op.extent if b_op.contiguous_is_k else k
-    a_vec = vec if a_op.aligned else _unaligned_vec(a_op, vec)
-    b_vec = vec if b_op.aligned else _unaligned_vec(b_op, vec)
-    if min(a_vec, b_vec) * a_op.tensor.element_size() < ASYNC_COPY_MIN_BYTES:
-        # an element-wise operand: the scalar binary (what the profile's scalar builds describe), both
-        # misaligned operands element-wise (mixed with a partial vector it spills: 64x32x128 w4 s4 96 B)
-        a_vec = vec if a_op.aligned else 1
-        b_vec = vec if b_op.aligned else 1
+    size = a_op.tensor.element_size()
+    a_bytes, b_bytes = issued_widths(
+        size * (vec if a_op.aligned else _unaligned_vec(a_op, vec)),
+        size * (vec if b_op.aligned else _unaligned_vec(b_op, vec)),
+        size,
+    )
+    a_vec, b_vec = a_bytes // size, b_bytes // size
     ka_vec = a_vec if a_vec > 1 and a_op.contiguous_is_k and ka % a_vec == 0 else 1
     kb_vec = b_vec if b_vec > 1 and b_op.contiguous_is_k and kb % b_vec == 0 else 1
     if config.variant == "tma":

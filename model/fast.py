@@ -22,9 +22,16 @@ from collections.abc import Sequence
 
 import numpy as np
 from theodolite.kernels import config as kernel_config
-from theodolite.kernels.config import ALIGN_BYTES, ALIGN_COPY_MIN_REUSE, Problem, loads_class, partial_vectors_enabled
+from theodolite.kernels.config import (
+    ALIGN_BYTES,
+    ALIGN_COPY_MIN_REUSE,
+    ASYNC_COPY_MIN_BYTES,
+    Problem,
+    issued_widths,
+    loads_class,
+    partial_vectors_enabled,
+)
 from theodolite.model import core, grid_cache
-from theodolite.model.compute import VECTOR_BYTES
 from theodolite.model.memory import aligned_copy_time
 from theodolite.model.predict import ConfigTable, alignment, choose_index, copy_time, fingerprint, scalar_widths
 
@@ -391,23 +398,20 @@ class IntRoute:
         (``a_w``/``b_w``: bytes of the widest vector dividing a row, up to 16)."""
         table = self.table
         a_al, b_al = a_w == ALIGN_BYTES, b_w == ALIGN_BYTES
-        a_eff = ALIGN_BYTES if copy_a else a_w
-        b_eff = ALIGN_BYTES if copy_b else b_w
+        # as load_widths: a copied operand is aligned; element-wise beside element-wise
+        a_eff, b_eff = issued_widths(ALIGN_BYTES if copy_a else a_w, ALIGN_BYTES if copy_b else b_w, self.e)
         loads = loads_class(min(a_eff, b_eff))  # as operand_loads
         mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), k_bin, False, crowded, loads))
         if mask is None:
             return None
-        a_ok = a_al or copy_a
-        b_ok = b_al or copy_b
         a_scalar, b_scalar = self.scalar
-        vector = loads != "scalar"  # else every misaligned operand is element-wise (as load_widths)
         klass = _CLASSES.get(
             (
                 id(table),
-                VECTOR_BYTES if a_ok else (float(a_w) if vector else a_scalar),
-                VECTOR_BYTES if b_ok else (float(b_w) if vector else b_scalar),
+                float(a_eff) if a_eff >= ASYNC_COPY_MIN_BYTES else a_scalar,  # as alignment
+                float(b_eff) if b_eff >= ASYNC_COPY_MIN_BYTES else b_scalar,
                 self.out_bytes,
-                a_ok and b_ok,
+                a_eff == ALIGN_BYTES and b_eff == ALIGN_BYTES,
             )
         )
         if klass is None or klass.grid is None or klass.table is not table:

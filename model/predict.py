@@ -105,7 +105,6 @@ class ConfigTable:
             for loads in KERNEL_LOADS
             if loads != "vector"
         }
-        self.scalar_builds = self.builds_by_loads["scalar"]
 
         def arr(values: Sequence[float]) -> np.ndarray:
             return np.array(values, dtype=np.float64)

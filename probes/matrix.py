@@ -10,6 +10,7 @@ cross-checks the SM census.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -465,4 +466,4 @@ def _with_clock(measurement: Measurement, clocks: list[float], sm_count: int) ->
         "clock_hz_during": clock,
         "flop_per_cycle_per_sm": measurement.value / clock / sm_count,
     }
-    return Measurement(**{**measurement.__dict__, "settings": settings})
+    return dataclasses.replace(measurement, settings=settings)
