@@ -17,6 +17,11 @@ torch.matmul).  A config already 3x slower than the best so far after its first 
 early (its median of those runs is kept): it cannot be the best.  In the rotated mode torch.matmul
 and every config are timed together, their batches interleaved round by round
 (``Timer.interleaved``), so host and clock drift during a shape's sweep falls on all of them alike.
+
+``final_round`` times torch.matmul and a few configs (the sweep's fastest, the picks) again side by side
+in both modes, every candidate once per round, so comparisons between them are not skewed by the
+order of the sweep (a large GEMM heats the GPU and lowers its power-limited clock for the next one)
+nor by the oracle being the minimum over ~100 noisy times.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ _TORCH_DTYPES = {
     "fp8e4m3": torch.float8_e4m3fn,
     "fp8e5m2": torch.float8_e5m2,
 }
+FINAL_ROUNDS = 15  # rounds of the side-by-side final round (each candidate timed once per round)
 # A config whose output differs from torch.matmul by more than this (max |diff| / max |ref|) is wrong.
 WRONG_RESULT = {"fp16": 2e-2, "bf16": 3e-2, "tf32": 1e-2, "fp32": 1e-4, "fp8e4m3": 0.1, "fp8e5m2": 0.2}
 
@@ -117,7 +123,9 @@ class Timer:
         calls = max(len(fns), min(2000, int(self.batch_us / 1000.0 / max(estimate, 1e-4))))
         return -(-calls // len(fns)) * len(fns)
 
-    def interleaved(self, candidates: Sequence[Sequence[Callable[[], Any]]], keep: Sequence[int] = ()) -> list[float]:
+    def interleaved(
+        self, candidates: Sequence[Sequence[Callable[[], Any]]], keep: Sequence[int] = (), batches: int | None = None
+    ) -> list[float]:
         """Median ms per call of each candidate (rotated input copies, back to back), its batches interleaved.
 
         Timed one after another, tiny GEMMs drift with the host and the GPU clock by more than they differ
@@ -133,12 +141,29 @@ class Timer:
         live = [i for i, e in enumerate(estimates) if i in keep or e <= self.cutoff * fastest]
         calls = {i: self._calls(candidates[i], estimates[i]) for i in live}
         samples: dict[int, list[float]] = {i: [] for i in live}
-        for r in range(self.batches):
-            shift = (r * len(live)) // self.batches
+        rounds = batches or self.batches
+        for r in range(rounds):
+            shift = (r * len(live)) // rounds
             order = live[shift:] + live[:shift]
             for i in reversed(order) if r % 2 else order:
                 samples[i] += self._batched(candidates[i], calls[i], 1)
         return [sorted(samples[i])[len(samples[i]) // 2] if i in samples else e for i, e in enumerate(estimates)]
+
+    def flushed_interleaved(self, fns: Sequence[Callable[[], Any]], budget_ms: float = 1500.0) -> list[float]:
+        """Median ms of each ``fn`` over rounds that time every one once (L2 flushed before each run).
+
+        The order starts elsewhere each round and alternates direction, so clock drift (a GEMM that heats
+        the GPU lowers the power-limited clock for the next) falls on all alike; 5 to ``FINAL_ROUNDS``
+        rounds within about ``budget_ms`` of runs."""
+        estimates = [min(self._timed(fn, 2)) for fn in fns]  # also warms each
+        rounds = int(min(FINAL_ROUNDS, max(5, budget_ms / max(sum(estimates), 1e-3))))
+        samples: list[list[float]] = [[] for _ in fns]
+        for r in range(rounds):
+            shift = (r * len(fns)) // rounds
+            order = list(range(len(fns)))[shift:] + list(range(len(fns)))[:shift]
+            for i in reversed(order) if r % 2 else order:
+                samples[i] += self._timed(fns[i], 1)
+        return [sorted(v)[len(v) // 2] for v in samples]
 
     def __call__(self, fn: Callable[[], Any] | Sequence[Callable[[], Any]], best_ms: float | None = None) -> float:
         """Median milliseconds of ``fn`` (already run once by the caller: compiled and warm).
@@ -218,6 +243,69 @@ def configs_for(
     return legal_configs(problem, limits, profile, settings.variants)
 
 
+@dataclass
+class _ShapeInputs:
+    """One shape's inputs, reference and timed calls: what the sweep and the final round share."""
+
+    problem: Problem
+    a: torch.Tensor
+    b: torch.Tensor
+    ref: torch.Tensor
+    out: torch.Tensor
+    sets: Sequence[tuple[torch.Tensor, ...]]  # (a, b, torch's output, our output); set 0 is the checked one
+    rotation: int  # input copies cycled through back to back; 0: L2-flushed runs instead
+    torch_fns: list[Callable[[], Any]]
+    precision: str | None
+
+
+def _shape_inputs(m: int, n: int, k: int, dtype: str, layout: str, timer: Timer, rotate: bool) -> _ShapeInputs:
+    device = torch.device("cuda")
+    problem = Problem(m, n, k, dtype=dtype, layout=layout)
+    a, b = make_inputs(m, n, k, dtype, layout, device, seed=m * 7 + n * 13 + k)
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    fp8 = dtype.startswith("fp8")
+    ref = (a.float() @ b.float()).to(torch.float32) if fp8 else torch.matmul(a, b)
+    out = torch.empty_like(ref, dtype=_TORCH_DTYPES[problem.output_dtype])
+    set_bytes = a.numel() * a.element_size() + b.numel() * b.element_size() + out.numel() * out.element_size()
+    rotation = rotation_count(set_bytes, timer.l2) if rotate else 0
+    sets = [(a, b, ref, out)] + [(a.clone(), b.clone(), ref.clone(), out.clone()) for _ in range(max(0, rotation - 1))]
+    one = torch.ones((), device=device)
+
+    def torch_call(x: torch.Tensor, y: torch.Tensor, r: torch.Tensor) -> Callable[[], Any]:
+        if fp8:
+            y_col = y.t().contiguous().t()  # _scaled_mm wants a column-major B
+            return lambda: torch._scaled_mm(x, y_col, scale_a=one, scale_b=one, out_dtype=torch.float32)
+        return lambda: torch.matmul(x, y, out=r)
+
+    torch_fns = [torch_call(x, y, r) for x, y, r, _ in sets]
+    return _ShapeInputs(problem, a, b, ref, out, sets, rotation, torch_fns, "ieee" if dtype == "fp32" else None)
+
+
+class _WrongResult(Exception):
+    pass
+
+
+def _checked_plan(inputs: _ShapeInputs, config: GemmConfig) -> tuple[Any, float, float]:
+    """(plan, ms of one checked run, max relative error) after a warm-up run and a NaN-poisoned checked run.
+
+    Warm-up first, always: a plan may launch a kernel (a Stream-K fix-up, a specialisation for M == 1, ...)
+    that no earlier shape loaded, and that JIT load must not become its time.  Raises _WrongResult."""
+    from theodolite.kernels.launch import plan_gemm
+
+    plan = plan_gemm(inputs.a, inputs.b, config, out=inputs.out, precision=inputs.precision)
+    plan.run()
+    inputs.out.fill_(math.nan)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    plan.run()
+    end.record()
+    torch.cuda.synchronize()
+    rel_error = _max_rel_error(inputs.out, inputs.ref)
+    if not math.isfinite(rel_error) or rel_error > WRONG_RESULT[inputs.problem.dtype]:
+        raise _WrongResult(f"wrong result: max_rel_error={rel_error}")
+    return plan, start.elapsed_time(end), rel_error
+
+
 def bench_shape(
     name: str,
     m: int,
@@ -235,27 +323,9 @@ def bench_shape(
     from theodolite.results import ShapeResult
 
     dtype, layout = settings.dtype, settings.layout
-    device = torch.device("cuda")
-    problem = Problem(m, n, k, dtype=dtype, layout=layout)
+    inputs = _shape_inputs(m, n, k, dtype, layout, timer, settings.rotate)
+    problem, sets, rotation, torch_fns = inputs.problem, inputs.sets, inputs.rotation, inputs.torch_fns
     result = ShapeResult(name=name, M=m, N=n, K=k, dtype=dtype, layout=layout)
-    a, b = make_inputs(m, n, k, dtype, layout, device, seed=m * 7 + n * 13 + k)
-    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-    fp8 = dtype.startswith("fp8")
-    ref = (a.float() @ b.float()).to(torch.float32) if fp8 else torch.matmul(a, b)
-    out = torch.empty_like(ref, dtype=_TORCH_DTYPES[problem.output_dtype])
-    set_bytes = a.numel() * a.element_size() + b.numel() * b.element_size() + out.numel() * out.element_size()
-    rotation = rotation_count(set_bytes, timer.l2) if settings.rotate else 0
-    # input sets: (a, b, torch's output, our output); set 0 is the checked one
-    sets = [(a, b, ref, out)] + [(a.clone(), b.clone(), ref.clone(), out.clone()) for _ in range(max(0, rotation - 1))]
-    one = torch.ones((), device=device)
-
-    def torch_call(x: torch.Tensor, y: torch.Tensor, r: torch.Tensor) -> Callable[[], Any]:
-        if fp8:
-            y_col = y.t().contiguous().t()  # _scaled_mm wants a column-major B
-            return lambda: torch._scaled_mm(x, y_col, scale_a=one, scale_b=one, out_dtype=torch.float32)
-        return lambda: torch.matmul(x, y, out=r)
-
-    torch_fns = [torch_call(x, y, r) for x, y, r, _ in sets]
     torch_ok = True
     try:
         torch_fns[0]()
@@ -266,37 +336,24 @@ def bench_shape(
         result.errors["torch"] = f"{type(error).__name__}: {str(error)[:200]}"
         torch_ok = False
     pending: dict[str, list[Callable[[], Any]]] = {}  # rotation mode: checked configs, timed together below
-    precision = "ieee" if dtype == "fp32" else None
     best: float | None = None
     for config in configs_for(problem, limits, settings, profile):
         key = config.key
         try:
-            plan = plan_gemm(a, b, config, out=out, precision=precision)
-            # Warm-up run first, always: a plan may launch a kernel (a Stream-K fix-up, a specialisation
-            # for M == 1, ...) that no earlier shape loaded, and that JIT load must not become its time.
-            plan.run()
-            out.fill_(math.nan)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            plan.run()
-            end.record()
-            torch.cuda.synchronize()
-            check_ms = start.elapsed_time(end)
-            rel_error = _max_rel_error(out, ref)
-            if not math.isfinite(rel_error) or rel_error > WRONG_RESULT[dtype]:
-                result.configs[key] = None
-                result.errors[key] = f"wrong result: max_rel_error={rel_error}"
-                continue
+            plan, check_ms, rel_error = _checked_plan(inputs, config)
             result.max_rel_error[key] = rel_error
             if best is not None and check_ms > max(1.0, timer.cutoff * best):  # noqa: SIM108
                 ms = check_ms  # far slower than the best already (one run): not worth timing further
             elif rotation:
-                pending[key] = _our_calls(sets, config, precision, gemm, plan_gemm, _FAST, _fast_key)
+                pending[key] = _our_calls(sets, config, inputs.precision, gemm, plan_gemm, _FAST, _fast_key)
                 continue
             else:
                 ms = timer(plan.run, best)
             result.configs[key] = ms
             best = ms if best is None else min(best, ms)
+        except _WrongResult as wrong:
+            result.configs[key] = None
+            result.errors[key] = str(wrong)
         except Exception as failure:
             result.configs[key] = None
             result.errors[key] = f"{type(failure).__name__}: {str(failure)[:300]}"
@@ -312,6 +369,54 @@ def bench_shape(
             else:
                 result.configs[name] = ms
     return result
+
+
+def final_round(
+    m: int, n: int, k: int, keys: Sequence[str], settings: BenchSettings, timer: Timer
+) -> tuple[dict[str, float], dict[str, str]]:
+    """torch.matmul (key ``results.TORCH_KEY``) and the configs ``keys`` timed again side by side.
+
+    Every candidate is checked first; then round by round each is timed once (an L2-flushed run, or a
+    batch of back-to-back calls on rotated copies for inputs that fit in L2), the order shifted and
+    reversed every round, medians kept.  Returns (times, errors)."""
+    from theodolite.kernels.launch import _FAST, _fast_key, gemm, plan_gemm
+
+    from theodolite.results import TORCH_KEY
+
+    inputs = _shape_inputs(m, n, k, settings.dtype, settings.layout, timer, settings.rotate)
+    names: list[str] = []
+    candidates: list[list[Callable[[], Any]]] = []
+    errors: dict[str, str] = {}
+    try:
+        inputs.torch_fns[0]()
+        torch.cuda.synchronize()
+        names.append(TORCH_KEY)
+        candidates.append(inputs.torch_fns if inputs.rotation else inputs.torch_fns[:1])
+    except Exception as error:
+        errors[TORCH_KEY] = f"{type(error).__name__}: {str(error)[:200]}"
+    for key in dict.fromkeys(keys):
+        try:
+            config = GemmConfig.from_key(key)
+            plan, _, _ = _checked_plan(inputs, config)
+            calls = (
+                _our_calls(inputs.sets, config, inputs.precision, gemm, plan_gemm, _FAST, _fast_key)
+                if inputs.rotation
+                else [plan.run]
+            )
+            names.append(key)
+            candidates.append(calls)
+        except _WrongResult as wrong:
+            errors[key] = str(wrong)
+        except Exception as failure:
+            errors[key] = f"{type(failure).__name__}: {str(failure)[:300]}"
+            torch.cuda.synchronize()
+    if not candidates:
+        return {}, errors
+    if inputs.rotation:
+        times = timer.interleaved(candidates, keep=range(len(candidates)), batches=FINAL_ROUNDS)
+    else:
+        times = timer.flushed_interleaved([calls[0] for calls in candidates])
+    return dict(zip(names, times, strict=True)), errors
 
 
 def _our_calls(

@@ -52,6 +52,7 @@ class ShapeScore:
     torch_ms: float | None
     bottleneck: str = ""
     peers: dict[str, float] = field(default_factory=dict)  # peer -> efficiency
+    vs_torch: float = math.nan  # torch time / pick time (final round where it holds both)
 
 
 @dataclass
@@ -124,17 +125,20 @@ def score_shape(
     best_key = min(measured, key=lambda key: (measured[key], key))
     best_ms = measured[best_key]
     pick_ms = measured.get(pick)
-    efficiency = best_ms / pick_ms if pick_ms else math.nan
+    versus, _ = shape.versus_best(pick)  # the side-by-side final round where it holds the pick
+    efficiency = versus if versus is not None else math.nan
     keys = [key for key in measured if key in table.index]
     predicted = np.array([times[table.index[key]] for key in keys])
     actual = np.array([measured[key] for key in keys])
     peers: dict[str, float] = {}
     for name, picker in (peer_pickers or {}).items():
         choice = picker(shape, measured)
-        peers[name] = best_ms / measured[choice] if choice in measured else math.nan
+        ratio = shape.versus_best(choice)[0] if choice in measured else None
+        peers[name] = ratio if ratio is not None else math.nan
     return ShapeScore(
         shape.name, shape.M, shape.N, shape.K, pick, best_key, best_ms, pick_ms, efficiency,
         _spearman(predicted, actual), shape.torch_ms, _bottleneck(terms, i), peers,
+        shape.torch_versus(pick) or math.nan,
     )  # fmt: skip
 
 
@@ -155,7 +159,7 @@ def summarize(
     eff = [s.efficiency for s in scores]
     stats = _stats(eff)
     spear = [s.spearman for s in scores if math.isfinite(s.spearman)]
-    vs_torch = [s.torch_ms / s.pick_ms for s in scores if s.torch_ms and s.pick_ms]
+    vs_torch = [s.vs_torch for s in scores]
     peers = {name: _stats([s.peers.get(name, math.nan) for s in scores]) for name in pickers}
     return Summary(
         shapes=scores,

@@ -18,7 +18,8 @@ from typing import Any
 from theodolite.errors import TheodoliteError
 
 RESULTS_FORMAT = "theodolite-results"
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2  # 2: ShapeResult.final_ms (the side-by-side final round)
+TORCH_KEY = "torch"  # torch.matmul's entry in ShapeResult.final_ms
 
 
 class ResultsError(TheodoliteError):
@@ -46,6 +47,10 @@ class ShapeResult:
     selection_us: float | None = None  # model's selection time for this shape
     peer_picks: dict[str, str] = field(default_factory=dict)  # "fixed", "nvmmh", "autotune" -> config key
     autotune_wall_s: float | None = None
+    # The final round: torch.matmul (TORCH_KEY), the sweep's fastest few, the model's and the peers' picks
+    # timed again side by side, interleaved round by round.  A sweep times configs one after another, so
+    # clock drift and the minimum over ~100 noisy times bias its oracle; comparisons read this when present.
+    final_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def flops(self) -> float:
@@ -58,6 +63,42 @@ class ShapeResult:
             return None
         ms, key = min(timed)
         return key, ms
+
+    def final_best(self) -> tuple[str, float] | None:
+        """The fastest config of the final round (None without one)."""
+        timed = [(ms, key) for key, ms in self.final_ms.items() if key != TORCH_KEY and _finite(ms)]
+        if not timed:
+            return None
+        ms, key = min(timed)
+        return key, ms
+
+    def versus_best(self, key: str | None) -> tuple[float | None, str]:
+        """(best time / time of ``key``, where from): from the final round when ``key`` is in it (both measured
+        side by side), else from the sweep; None when ``key`` has no time."""
+        final = self.final_best()
+        if final is not None and key is not None and _finite(self.final_ms.get(key)):
+            return final[1] / self.final_ms[key], "final"
+        best = self.best()
+        ms = self.configs.get(key) if key is not None else None
+        if best is None or not _finite(ms):
+            return None, "sweep"
+        return best[1] / ms, "sweep"  # type: ignore[operator]
+
+    def torch_versus(self, key: str | None) -> float | None:
+        """torch.matmul time / time of ``key`` (>1: ours faster); ``key`` None: the oracle best.  Final round
+        when it holds both, else the sweep."""
+        if key is None:
+            final = self.final_best()
+            key = final[0] if final is not None else None
+            if key is None:
+                best = self.best()
+                key = best[0] if best is not None else None
+        torch_final, ours_final = self.final_ms.get(TORCH_KEY), self.final_ms.get(key or "")
+        if _finite(torch_final) and _finite(ours_final):
+            return torch_final / ours_final  # type: ignore[operator]
+        if key is None or not _finite(self.torch_ms) or not _finite(self.configs.get(key)):
+            return None
+        return self.torch_ms / self.configs[key]  # type: ignore[operator]
 
     def tflops(self, ms: float | None) -> float | None:
         return None if ms is None or ms <= 0 else self.flops / (ms * 1e-3) / 1e12
@@ -83,6 +124,10 @@ class Results:
         data["format"] = RESULTS_FORMAT
         data["version"] = RESULTS_VERSION
         return data
+
+
+def _finite(ms: float | None) -> bool:
+    return ms is not None and math.isfinite(ms) and ms > 0
 
 
 def save_results(results: Results, path: str | os.PathLike[str]) -> Path:

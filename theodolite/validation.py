@@ -27,7 +27,7 @@ from typing import Any
 
 from theodolite.errors import TheodoliteError
 from theodolite.kernels.config import DTYPE_BYTES, GemmConfig, KernelLimits, Problem, legal_configs
-from theodolite.results import Results, ShapeResult, load_results, save_results
+from theodolite.results import TORCH_KEY, Results, ShapeResult, load_results, save_results
 
 PEERS = ("fixed", "nvmmh", "autotune")
 FIXED_CONFIG = GemmConfig("persistent", 128, 128, 64, 8, 8, 3, flatten=True)  # the space's entry (flattened loop)
@@ -372,10 +372,13 @@ class ValidateSettings:
     max_reps: int = 50
     precompile: bool = True
     workers: int = 0
+    final: bool = True  # time the final round (torch, the sweep's best few and the picks side by side)
 
 
 # measure(shape, configs) -> ShapeResult with torch_ms, configs, errors, max_rel_error filled in
 Measure = Callable[[Shape, list[GemmConfig]], ShapeResult]
+# final(shape, keys) -> (ms per key and TORCH_KEY, errors): the side-by-side final round
+Final = Callable[[Shape, list[str]], tuple[dict[str, float], dict[str, str]]]
 # autotune(shape, configs) -> (picked key, wall seconds)
 Autotune = Callable[[Shape, list[GemmConfig]], tuple[str | None, float]]
 
@@ -390,6 +393,7 @@ class Harness:
     pick: Callable[[Problem, Any], ModelPick] = model_pick
     nvmmh: Any = None  # an object with .pick(problem, legal)
     autotune: Autotune | None = None
+    final: Final | None = None
     clock: Callable[[], float] = time.monotonic
     log: Callable[[str], None] = print
     save: Callable[[Results, Any], Any] = save_results
@@ -469,7 +473,60 @@ def validate_shape(shape: Shape, harness: Harness, settings: ValidateSettings) -
     result.peer_picks = picks
     for who, note in notes.items():
         result.errors[f"@{who}"] = note
+    if settings.final and harness.final is not None:
+        time_final_round(result, harness.final)
     return result
+
+
+FINAL_TOP = 4  # the sweep's fastest configs that go into the final round
+FINAL_PREDICTED = 3  # and the model's best-predicted ones (a refit's new pick is then often already there)
+
+
+def final_candidates(result: ShapeResult, top: int = FINAL_TOP, predicted: int = FINAL_PREDICTED) -> list[str]:
+    """Configs of the final round: the sweep's ``top`` fastest, the model's pick and ``predicted`` best
+    predictions, the peers' picks; only configs the sweep ran (a failed one would fail again)."""
+    measured = {key: ms for key, ms in result.configs.items() if _ok(ms)}
+    keys = sorted(measured, key=lambda key: (measured[key], key))[:top]
+    if result.model_pick:
+        keys.append(result.model_pick)
+    by_prediction = sorted((ms, key) for key, ms in result.model_predicted_ms.items() if key in measured)
+    keys += [key for _, key in by_prediction[:predicted]]
+    keys += list(result.peer_picks.values())
+    return [key for key in dict.fromkeys(keys) if key in measured]
+
+
+def time_final_round(result: ShapeResult, final: Final) -> None:
+    """Fill ``result.final_ms`` (errors under ``@final KEY``); a failure is recorded, not raised."""
+    shape = Shape(result.name, result.M, result.N, result.K, result.dtype, result.layout, result.batch)
+    for key in [key for key in result.errors if key.startswith("@final")]:
+        del result.errors[key]
+    try:
+        times, errors = final(shape, final_candidates(result))
+    except Exception as error:
+        result.final_ms = {}
+        result.errors["@final"] = f"{type(error).__name__}: {str(error)[:300]}"
+        _release_memory()
+        return
+    result.final_ms = times
+    for key, message in errors.items():
+        result.errors[f"@final {key}"] = message
+
+
+def add_final_round(
+    results: Results, final: Final, log: Callable[[str], None] = print, save: Callable[[], Any] | None = None
+) -> int:
+    """Time the final round for every shape of an existing results file (GPU); returns shapes done."""
+    todo = [shape for shape in results.shapes if any(_ok(ms) for ms in shape.configs.values())]
+    progress = _progress(len(todo))
+    for index, shape in enumerate(todo):
+        t0 = time.monotonic()
+        time_final_round(shape, final)
+        line = shape_line(shape, time.monotonic() - t0, index + 1, len(todo))
+        progress(line)
+        log(line)
+        if save is not None and index % 20 == 19:
+            save()
+    return len(todo)
 
 
 def _release_memory() -> None:
@@ -621,19 +678,25 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def shape_summary(result: ShapeResult) -> dict[str, Any]:
-    """Per-shape figures: oracle best, pick time, efficiency (best/pick, <= 1), speed vs torch (torch/pick)."""
-    best = result.best()
+    """Per-shape figures: oracle best, pick time, efficiency (best/pick, <= 1), speed vs torch (torch/pick).
+
+    Comparisons come from the final round (pick, best and torch.matmul timed side by side) where it holds
+    them, else from the sweep; ``source`` says which the efficiency used."""
+    final_best = result.final_best()
+    best = final_best or result.best()
     pick_ms = result.configs.get(result.model_pick) if result.model_pick else None
+    if result.model_pick and final_best is not None and _ok(result.final_ms.get(result.model_pick)):
+        pick_ms = result.final_ms[result.model_pick]
     best_ms = best[1] if best else None
-    efficiency = _ratio(best_ms, pick_ms)
-    if result.model_pick and not _ok(pick_ms) and best is not None:
+    efficiency, source = result.versus_best(result.model_pick)
+    if result.model_pick and efficiency is None and result.best() is not None:
         efficiency = 0.0  # the pick failed to run (or gave a wrong result): the worst outcome
-    vs_torch = _ratio(result.torch_ms, pick_ms)
-    best_vs_torch = _ratio(result.torch_ms, best_ms)
+    vs_torch = result.torch_versus(result.model_pick) if result.model_pick else None
+    best_vs_torch = result.torch_versus(None)
     predicted = result.model_predicted_ms.get(result.model_pick or "")
     peers: dict[str, float | None] = {}
     for peer, key in result.peer_picks.items():
-        ratio = _ratio(best_ms, result.configs.get(key))
+        ratio, _ = result.versus_best(key)
         peers[peer] = ratio if ratio is not None else (0.0 if best_ms else None)
     return {
         "name": result.name,
@@ -645,9 +708,10 @@ def shape_summary(result: ShapeResult) -> dict[str, Any]:
         "pick_ms": pick_ms,
         "predicted_ms": predicted,
         "efficiency": efficiency,
+        "source": source,
         "vs_torch": vs_torch,
         "best_vs_torch": best_vs_torch,
-        "torch_ms": result.torch_ms,
+        "torch_ms": result.final_ms.get(TORCH_KEY, result.torch_ms) if final_best else result.torch_ms,
         "peers": peers,
         "spearman": rank_correlation(result),
         "bottleneck": result.model_bottleneck,
@@ -695,6 +759,7 @@ def summarize(results: Results, worst: int = 10) -> dict[str, Any]:
         "device": results.device,
         "shapes": len(results.shapes),
         "shapes_with_pick": sum(1 for s in results.shapes if s.model_pick),
+        "final_round": sum(1 for r in rows if r["source"] == "final"),
         "configs_timed": sum(sum(1 for ms in s.configs.values() if _ok(ms)) for s in results.shapes),
         "config_errors": errors,
         "wrong_results": wrong,
@@ -742,6 +807,7 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
     rho = summary["spearman"]
     lines = [
         ("shapes (with a model pick)", f"{summary['shapes']} ({summary['shapes_with_pick']})"),
+        ("picks scored on the side-by-side final round", f"{summary['final_round']}"),
         ("selection efficiency geomean / p5 / min", f"{_num(e['geomean'])} / {_num(e['p5'])} / {_num(e['min'])}"),
         (
             "picks that are the oracle's best / within 5%",
@@ -835,6 +901,19 @@ def gpu_measure(settings: ValidateSettings, limits: KernelLimits, profile: Any, 
     return measure
 
 
+def gpu_final(settings: ValidateSettings) -> Final:
+    """kernels.benchmark.final_round on the shape's inputs (the sweep's seed, so the same data)."""
+    from theodolite.kernels import benchmark
+
+    timer = benchmark.Timer(settings.rep_ms, settings.max_reps)
+
+    def final(shape: Shape, keys: list[str]) -> tuple[dict[str, float], dict[str, str]]:
+        bench = benchmark.BenchSettings(dtype=shape.dtype, layout=shape.layout, precompile=False)
+        return benchmark.final_round(shape.m, shape.n, shape.k, keys, bench, timer)
+
+    return final
+
+
 def gpu_autotune(warmup_ms: int = 25, rep_ms: int = 100) -> Autotune:
     """Triton's autotune procedure over the same space: do_bench(warmup=25, rep=100) per config, fastest median.
 
@@ -872,34 +951,74 @@ def precompile_all(
     shapes: Sequence[Shape], settings: ValidateSettings, limits: KernelLimits, profile: Any, log: Callable[[str], None]
 ) -> float:
     """Compile every config any shape needs once, in parallel processes (kernels.build.precompile)."""
-    try:
-        from theodolite.kernels.build import precompile
-    except ImportError:
-        log("no kernels.build.precompile: kernels compile on first use")
-        return 0.0
+    pairs = [
+        (config, shape.problem)
+        for shape in shapes
+        for config in legal_configs(shape.problem, limits, profile, settings.variants)
+    ]
+    return _precompile_pairs(pairs, settings.workers, log)
+
+
+def _precompile_pairs(pairs: Sequence[tuple[GemmConfig, Problem]], workers: int, log: Callable[[str], None]) -> float:
+    """Compile each (config, specialization) of ``pairs`` once, in parallel processes; seconds taken."""
     import os
 
-    from theodolite.kernels.build import specialization
+    from theodolite.kernels.build import precompile, specialization
 
     # One compile per (config, specialization): sizes and strides are not specialized, so the
     # smallest problem of each specialization class stands for all of them.
     smallest: dict[tuple[str, tuple[bool, ...]], tuple[float, GemmConfig, Any]] = {}
-    for shape in shapes:
-        problem = shape.problem
+    for config, problem in pairs:
         if problem.m * problem.n * problem.k == 0:
             continue
         spec = specialization(problem)
-        for config in legal_configs(problem, limits, profile, settings.variants):
-            known = smallest.get((config.key, spec))
-            if known is None or problem.flops < known[0]:
-                smallest[(config.key, spec)] = (problem.flops, config, problem)
+        known = smallest.get((config.key, spec))
+        if known is None or problem.flops < known[0]:
+            smallest[(config.key, spec)] = (problem.flops, config, problem)
     start = time.perf_counter()
-    workers = settings.workers or max(1, min(16, (os.cpu_count() or 2) - 1))
+    workers = workers or max(1, min(16, (os.cpu_count() or 2) - 1))
     for error in precompile([(config, problem) for _, config, problem in smallest.values()], workers=workers):
         log(f"  precompile: {error}")
     seconds = time.perf_counter() - start
     log(f"precompiled {len(smallest)} (config, specialization) pairs in {seconds:.1f}s ({workers} processes)")
     return seconds
+
+
+def final_on_file(
+    source: str | Path,
+    output: str | Path,
+    settings: ValidateSettings,
+    command: str = "",
+    log: Callable[[str], None] = print,
+) -> Results:
+    """The GPU entry point behind ``validate --final FILE``: add the final round to a results file."""
+    import torch
+
+    from theodolite.errors import NoDeviceError
+
+    results = load_results(source)
+    if not torch.cuda.is_available():
+        raise NoDeviceError("--final needs a GPU (torch.cuda.is_available() is False); it times kernels")
+    device = torch.cuda.get_device_name()
+    if results.device and results.device != device:
+        raise ValidationError(f"{source} was measured on {results.device}; this is {device}: time it there")
+    pairs = [
+        (GemmConfig.from_key(key), Problem(s.M, s.N, s.K, dtype=s.dtype, batch=s.batch, layout=s.layout))
+        for s in results.shapes
+        for key in final_candidates(s)
+    ]
+    if settings.precompile:
+        _precompile_pairs(pairs, settings.workers, log)
+    start = time.monotonic()
+    done = add_final_round(results, gpu_final(settings), log, save=lambda: save_results(results, output))
+    results.settings["final_round"] = {
+        "shapes": done,
+        "wall_s": round(time.monotonic() - start, 1),
+        "command": command,
+        "added": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    save_results(results, output)
+    return results
 
 
 def validate(
@@ -950,6 +1069,7 @@ def validate(
         measure=gpu_measure(settings, limits, profile, log),
         nvmmh=nvmmh,
         autotune=gpu_autotune() if "autotune" in settings.peers else None,
+        final=gpu_final(settings) if settings.final else None,
         log=log,
     )
     started = time.monotonic()

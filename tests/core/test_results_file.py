@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from theodolite.results import Results, ResultsError, ShapeResult, load_results, merge_results, save_results
+from theodolite.results import TORCH_KEY, Results, ResultsError, ShapeResult, load_results, merge_results, save_results
 
 
 def _results(*shapes: ShapeResult) -> Results:
@@ -33,6 +33,24 @@ def test_best_ignores_failed_configs_and_flops() -> None:
     assert shape.flops == 48
     assert shape.tflops(1.0) == pytest.approx(48 / 1e-3 / 1e12)
     assert ShapeResult("b", 1, 1, 1).best() is None
+
+
+def test_final_round_comparisons_and_version_one_files(tmp_path: Path) -> None:
+    shape = ShapeResult("a", 2, 3, 4, torch_ms=2.0, configs={"x": 1.0, "y": 1.2, "z": None})
+    assert shape.versus_best("y") == (pytest.approx(1.0 / 1.2), "sweep")
+    assert shape.versus_best("z") == (None, "sweep") and shape.torch_versus(None) == pytest.approx(2.0)
+    shape.final_ms = {TORCH_KEY: 1.5, "x": 1.3, "y": 1.25}
+    assert shape.final_best() == ("y", 1.25)
+    assert shape.versus_best("x") == (pytest.approx(1.25 / 1.3), "final")
+    assert shape.torch_versus(None) == pytest.approx(1.5 / 1.25)
+    assert shape.torch_versus("x") == pytest.approx(1.5 / 1.3)
+    old = tmp_path / "v1.json"  # written before the final round existed: still read, without one
+    data = save_results(_results(ShapeResult("b", 1, 1, 1, configs={"x": 1.0})), old)
+    raw = json.loads(data.read_text())
+    raw["version"] = 1
+    del raw["shapes"][0]["final_ms"]
+    old.write_text(json.dumps(raw))
+    assert load_results(old).shapes[0].final_ms == {}
 
 
 def test_nan_is_refused_and_no_file_is_left(tmp_path: Path) -> None:

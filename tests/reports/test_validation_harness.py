@@ -11,7 +11,7 @@ from theodolite.kernels.config import GemmConfig, KernelLimits, Problem, legal_c
 
 from theodolite.cli import main
 from theodolite.profile.datasheet import h100_sxm
-from theodolite.results import Results, ShapeResult, load_results, save_results
+from theodolite.results import TORCH_KEY, Results, ShapeResult, load_results, save_results
 from theodolite.validation import (
     FIXED_CONFIG,
     Harness,
@@ -19,6 +19,7 @@ from theodolite.validation import (
     Shape,
     ValidateSettings,
     ValidationError,
+    final_candidates,
     fixed_pick,
     load_shapes,
     merge_files,
@@ -28,6 +29,7 @@ from theodolite.validation import (
     run_validation,
     shard_of,
     summarize,
+    time_final_round,
 )
 
 K1, K2, K3 = "persistent/128x128x64/g8/w8/s3/k1", "persistent/64x64x64/g8/w4/s4/k1", "tma/128x256x64/g8/w8/s3/k1"
@@ -104,6 +106,52 @@ def test_summarize_empty_and_failed_pick() -> None:
     failed = ShapeResult("f", 64, 64, 64, configs={K1: 1.0, K2: None}, model_pick=K2)
     s = summarize(Results(device="x", shapes=[failed]))
     assert s["pick_failed"] == 1 and s["efficiency"]["min"] == 0.0
+
+
+def test_final_round_decides_comparisons_where_it_holds_them() -> None:
+    """Pick, best and torch.matmul from the side-by-side final round; the sweep where the pick is not in it."""
+    shape = ShapeResult(
+        "f", 512, 512, 512, torch_ms=1.0, configs={K1: 1.0, K2: 1.1, K3: 2.0}, model_pick=K2,
+        peer_picks={"fixed": K3}, final_ms={TORCH_KEY: 1.2, K1: 1.5, K2: 1.2},
+    )  # fmt: skip
+    row = summarize(Results(device="x", shapes=[shape]))["rows"][0]
+    assert row["source"] == "final" and row["efficiency"] == pytest.approx(1.0)  # the sweep said 1.0/1.1
+    assert row["best_key"] == K2 and row["best_ms"] == pytest.approx(1.2)
+    assert row["vs_torch"] == pytest.approx(1.0) and row["best_vs_torch"] == pytest.approx(1.0)
+    assert row["peers"]["fixed"] == pytest.approx(1.0 / 2.0)  # K3 not in the final round: the sweep's ratio
+    shape.model_pick = K3  # e.g. a refit picks outside the final round: sweep figures, said so
+    row = summarize(Results(device="x", shapes=[shape]))["rows"][0]
+    assert row["source"] == "sweep" and row["efficiency"] == pytest.approx(0.5)
+    assert row["vs_torch"] == pytest.approx(0.5)
+    s = summarize(Results(device="x", shapes=[shape]))
+    assert s["final_round"] == 0
+
+
+def test_final_candidates_are_the_best_few_the_picks_and_the_peers() -> None:
+    keys = [c.key for c in legal_configs(Problem(1024, 1024, 1024), KernelLimits.from_profile(h100_sxm()))][:12]
+    configs: dict[str, float | None] = {key: 1.0 + i for i, key in enumerate(keys)}
+    configs[keys[2]] = None  # failed in the sweep: never re-timed
+    shape = ShapeResult(
+        "c", 1024, 1024, 1024, configs=configs, model_pick=keys[9],
+        model_predicted_ms={key: 20.0 - i for i, key in enumerate(keys)}, peer_picks={"fixed": keys[7], "nv": keys[0]},
+    )  # fmt: skip
+    chosen = final_candidates(shape, top=4, predicted=3)
+    assert chosen[:4] == [keys[0], keys[1], keys[3], keys[4]]  # the four fastest that ran
+    assert keys[9] in chosen and keys[11] in chosen and keys[10] in chosen and keys[7] in chosen
+    assert keys[2] not in chosen and len(chosen) == len(set(chosen)) == 8
+
+
+def test_a_failing_final_round_is_recorded_not_raised() -> None:
+    shape = ShapeResult("e", 64, 64, 64, configs={K1: 1.0}, model_pick=K1)
+
+    def broken(_shape: Shape, _keys: list[str]) -> tuple[dict[str, float], dict[str, str]]:
+        raise RuntimeError("CUDA out of memory")
+
+    time_final_round(shape, broken)
+    assert shape.final_ms == {} and "out of memory" in shape.errors["@final"]
+    time_final_round(shape, lambda _s, keys: ({TORCH_KEY: 1.0, **{k: 0.5 for k in keys}}, {K2: "wrong result"}))
+    assert "@final" not in shape.errors and shape.errors["@final " + K2] == "wrong result"
+    assert shape.final_ms == {TORCH_KEY: 1.0, K1: 0.5}
 
 
 # ---------------------------------------------------------------- harness bookkeeping
@@ -294,6 +342,14 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return measure
 
+    def fake_gpu_final(settings):  # noqa: ANN001, ANN202
+        def final(shape: Shape, keys: list[str]) -> tuple[dict[str, float], dict[str, str]]:
+            measured.append("final " + shape.name)
+            return {TORCH_KEY: 0.02, **{key: 0.015 for key in keys}}, {}
+
+        return final
+
+    monkeypatch.setattr(validation, "gpu_final", fake_gpu_final)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr(validation, "gpu_measure", fake_gpu_measure)
@@ -306,9 +362,16 @@ def test_validate_cli_end_to_end_with_fake_gpu(fake_gpu: list[str], tmp_path: Pa
     out = tmp_path / "v.json"
     peers = "fixed,nvmmh" if _has_nvmmh() else "fixed"
     argv = ["validate", "--shapes", "square", "--profile", "datasheet:h100-sxm", "--no-precompile", "--peers", peers]
-    assert main([*argv, "--shard", "0/2", "-o", str(out)]) == 0
+    assert main([*argv, "--shard", "0/2", "--no-final", "-o", str(out)]) == 0
     assert measured == ["square256", "square1024", "square4096", "square16384"]
+    assert main(["validate", "--final", str(out), "--no-precompile", "-o", str(out)]) == 0
+    assert measured[4:] == ["final square256", "final square1024", "final square4096", "final square16384"]
     results = load_results(out)
+    assert all(s.final_ms[TORCH_KEY] == 0.02 and s.model_pick in s.final_ms for s in results.shapes)
+    assert results.settings["final_round"]["shapes"] == 4
+    assert summarize(results)["final_round"] == 4
+    assert summarize(results)["efficiency"]["min"] == pytest.approx(1.0)  # ties in the final round
+    del measured[4:]
     assert results.settings["shard"] == "0/2" and not results.settings["incomplete"]
     first = results.shapes[0]
     assert first.model_pick in first.configs, first.errors.get("@model")
@@ -387,7 +450,7 @@ def test_validate_without_nvmmh_package_goes_on(fake_gpu: list[str], tmp_path: P
     assert main([*argv, "--peers", "fixed,nvmmh", "--budget-s", "3600"]) == 0
     assert "--add-peers" in capsys.readouterr().out
     assert all(set(s.peer_picks) == {"fixed"} for s in load_results(out).shapes)
-    assert len(fake_gpu) == 7
+    assert len(fake_gpu) == 14  # seven shapes, each swept and then timed in the final round
 
 
 def test_score_the_model_on_a_bench_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,7 +2,9 @@
 
 Writes a ``theodolite.results`` JSON after every shape; ``--resume`` continues it, ``--shard i/n``
 (zero-based) takes every n-th shape from i, ``--merge`` joins shard files, ``--budget-s`` stops
-before a shape that would overrun the time budget.
+before a shape that would overrun the time budget.  After each shape's sweep a final round times
+torch.matmul, the sweep's fastest few and the picks again side by side (``--no-final`` skips it;
+``--final FILE`` adds it to a results file measured without one).
 """
 
 from __future__ import annotations
@@ -48,6 +50,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="score the model (and fixed/nvmmh) on a bench results file that timed every legal config (CPU)",
     )
+    parser.add_argument(
+        "--final",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="time the side-by-side final round (torch, the sweep's best few, the picks) for a results file (GPU)",
+    )
+    parser.add_argument("--no-final", action="store_true", help="sweep without the final round")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: list picks and config counts, estimate time")
     parser.add_argument(
         "--summary", type=Path, default=None, metavar="FILE", help="print the summary of a results file"
@@ -131,11 +141,21 @@ def run(args: argparse.Namespace) -> int:
         max_reps=args.max_reps,
         precompile=not args.no_precompile,
         workers=args.workers,
+        final=not args.no_final,
     )
     if args.dry_run:
         return _dry_run(args, settings)
-    output = args.output or _default_output(args, shard)
     command = "theodolite validate " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [])
+    if args.final is not None:
+        from theodolite.validation import final_on_file
+
+        if args.output is None:
+            raise TheodoliteError("--final needs -o/--output for the file with the final round")
+        results = final_on_file(args.final, args.output, settings, command=command)
+        print(f"final round of {args.final} written to {args.output}")
+        print_summary(results)
+        return 0
+    output = args.output or _default_output(args, shard)
     results = validate(args.shapes, settings, output, args.profile, command=command)
     print(
         f"wrote {output} ({len(results.shapes)} shapes{', incomplete' if results.settings.get('incomplete') else ''})"
