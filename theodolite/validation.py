@@ -513,10 +513,19 @@ def time_final_round(result: ShapeResult, final: Final) -> None:
 
 
 def add_final_round(
-    results: Results, final: Final, log: Callable[[str], None] = print, save: Callable[[], Any] | None = None
+    results: Results,
+    final: Final,
+    log: Callable[[str], None] = print,
+    save: Callable[[], Any] | None = None,
+    redo: bool = True,
 ) -> int:
-    """Time the final round for every shape of an existing results file (GPU); returns shapes done."""
-    todo = [shape for shape in results.shapes if any(_ok(ms) for ms in shape.configs.values())]
+    """Time the final round for every shape of an existing results file (GPU); returns shapes done.
+    ``redo`` False skips shapes that have one (resuming an interrupted run)."""
+    todo = [
+        shape
+        for shape in results.shapes
+        if any(_ok(ms) for ms in shape.configs.values()) and (redo or not shape.final_ms)
+    ]
     progress = _progress(len(todo))
     for index, shape in enumerate(todo):
         t0 = time.monotonic()
@@ -991,12 +1000,13 @@ def final_on_file(
     command: str = "",
     log: Callable[[str], None] = print,
 ) -> Results:
-    """The GPU entry point behind ``validate --final FILE``: add the final round to a results file."""
+    """The GPU entry point behind ``validate --final FILE``: add the final round to a results file
+    (``--resume``: continue an interrupted one in ``output``)."""
     import torch
 
     from theodolite.errors import NoDeviceError
 
-    results = load_results(source)
+    results = load_results(output if settings.resume and Path(output).is_file() else source)
     if not torch.cuda.is_available():
         raise NoDeviceError("--final needs a GPU (torch.cuda.is_available() is False); it times kernels")
     device = torch.cuda.get_device_name()
@@ -1010,9 +1020,11 @@ def final_on_file(
     if settings.precompile:
         _precompile_pairs(pairs, settings.workers, log)
     start = time.monotonic()
-    done = add_final_round(results, gpu_final(settings), log, save=lambda: save_results(results, output))
+    add_final_round(
+        results, gpu_final(settings), log, save=lambda: save_results(results, output), redo=not settings.resume
+    )
     results.settings["final_round"] = {
-        "shapes": done,
+        "shapes": sum(1 for shape in results.shapes if shape.final_ms),
         "wall_s": round(time.monotonic() - start, 1),
         "command": command,
         "added": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
