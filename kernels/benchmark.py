@@ -47,6 +47,7 @@ _TORCH_DTYPES = {
     "fp8e4m3": torch.float8_e4m3fn,
     "fp8e5m2": torch.float8_e5m2,
 }
+SPIN_CYCLES = 2_000_000  # ~1 ms of GPU spin at ~2 GHz ahead of a queued round
 FINAL_ROUNDS = 15  # rounds of the side-by-side final round (each candidate timed once per round)
 # A config whose output differs from torch.matmul by more than this (max |diff| / max |ref|) is wrong.
 WRONG_RESULT = {"fp16": 2e-2, "bf16": 3e-2, "tf32": 1e-2, "fp32": 1e-4, "fp8e4m3": 0.1, "fp8e5m2": 0.2}
@@ -154,15 +155,26 @@ class Timer:
 
         The order starts elsewhere each round and alternates direction, so clock drift (a GEMM that heats
         the GPU lowers the power-limited clock for the next) falls on all alike; 5 to ``FINAL_ROUNDS``
-        rounds within about ``budget_ms`` of runs."""
+        rounds within about ``budget_ms`` of runs.  A round is queued whole behind a short GPU spin and
+        synchronized once, so the GPU never waits for the host between a start event and its kernel
+        (synchronizing after every run let host stalls of ~0.1 ms into the times)."""
         estimates = [min(self._timed(fn, 2)) for fn in fns]  # also warms each
         rounds = int(min(FINAL_ROUNDS, max(5, budget_ms / max(sum(estimates), 1e-3))))
         samples: list[list[float]] = [[] for _ in fns]
         for r in range(rounds):
             shift = (r * len(fns)) // rounds
             order = list(range(len(fns)))[shift:] + list(range(len(fns)))[:shift]
-            for i in reversed(order) if r % 2 else order:
-                samples[i] += self._timed(fns[i], 1)
+            order = order[::-1] if r % 2 else order
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in order]
+            torch.cuda._sleep(SPIN_CYCLES)  # the host queues the round while the GPU spins
+            for i, (start, end) in zip(order, events, strict=True):
+                self.driver.clear_cache(self.cache)
+                start.record()
+                fns[i]()
+                end.record()
+            torch.cuda.synchronize()
+            for i, (start, end) in zip(order, events, strict=True):
+                samples[i].append(start.elapsed_time(end))
         return [sorted(v)[len(v) // 2] for v in samples]
 
     def __call__(self, fn: Callable[[], Any] | Sequence[Callable[[], Any]], best_ms: float | None = None) -> float:

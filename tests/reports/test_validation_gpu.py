@@ -44,7 +44,7 @@ def test_final_round_on_flushed_inputs() -> None:
     keys = ["persistent/128x128x64/g8/w8/s3/k1", "splitk/64x64x128/g8/w4/s4/k2", "nonsense/1x1x1"]
     timer = benchmark.Timer()
     times, errors = benchmark.final_round(4096, 4096, 4096, keys, benchmark.BenchSettings(), timer)
-    assert set(times) == {TORCH_KEY, keys[0], keys[1]} and "nonsense/1x1x1" in errors
+    assert set(times) == {TORCH_KEY, keys[0], keys[1]} and "nonsense/1x1x1" in errors, errors
     assert all(0.05 < ms < 50 for ms in times.values()), times  # 137 GFLOP: well under 50 ms, over 50 us
 
 
