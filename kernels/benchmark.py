@@ -8,9 +8,12 @@ Two timing modes, the same for our configs and for torch.matmul:
 - inputs that fit in L2 (tiny and small shapes, where a single flushed run of a few microseconds
   is mostly event and launch noise): ``rotated`` -- copies of the inputs that together exceed twice
   the L2 (at most 32: tiny inputs then stay in L2, for both) are cycled through, many calls back to
-  back between two events, and the median over several such batches of the mean time per call is
-  kept.  Back-to-back timing includes any time the GPU waits for the host, so host launch overhead
-  counts here, for ours (a plain ``gemm()`` call) and torch's (``torch.matmul(out=)``) alike.
+  back captured in a CUDA graph (ours: a plain ``gemm()`` call; torch's: ``torch.matmul(out=)``), and
+  the median over several replays of the GPU time per call is kept.  Like do_bench's events this is
+  the GPU's work (kernel boundaries included), not the host's launch cost, which is config-independent
+  and, on a busy host, drifts by tens of percent within a sweep (``Timer.eager_batches`` times
+  host-inclusive back-to-back calls; a shape whose calls cannot be captured falls back to it and says
+  so under ``errors['@timing']``).
 
 Every config gets one checked run first (output poisoned with NaN, compared against
 torch.matmul).  A config already 3x slower than the best so far after its first timed runs stops
@@ -94,6 +97,7 @@ class Timer:
         self.batch_us = batch_us
         self.batches = batches
         self.l2 = l2_bytes()
+        self.last_mode = ""  # how the last interleaved() timed: "graph" or "eager (...)"
 
     def _timed(self, fn: Callable[[], Any], count: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
@@ -124,16 +128,78 @@ class Timer:
         calls = max(len(fns), min(2000, int(self.batch_us / 1000.0 / max(estimate, 1e-4))))
         return -(-calls // len(fns)) * len(fns)
 
+    def _graph(self, fns: Sequence[Callable[[], Any]], calls: int) -> Any:
+        """A CUDA graph of ``calls`` calls cycling through ``fns`` (warmed on a side stream first)."""
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for f in fns:
+                f()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for j in range(calls):
+                fns[j % len(fns)]()
+        return graph
+
+    def _replayed(self, graph: Any, calls: int) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / calls
+
     def interleaved(
         self, candidates: Sequence[Sequence[Callable[[], Any]]], keep: Sequence[int] = (), batches: int | None = None
     ) -> list[float]:
-        """Median ms per call of each candidate (rotated input copies, back to back), its batches interleaved.
+        """Median GPU ms per call of each candidate: back-to-back calls on rotated input copies, replayed
+        from a CUDA graph (one per candidate), the replays interleaved round by round.
 
-        Timed one after another, tiny GEMMs drift with the host and the GPU clock by more than they differ
-        (the same one-tile problem measured 12 us early in a sweep and 18 us late); here round r times every
-        candidate once, in an order that starts elsewhere each round and alternates direction, so the drift
-        is shared.  A candidate ``cutoff`` x slower than the fastest on its first estimate keeps that estimate
-        (it cannot be the best), except those in ``keep`` (the reference)."""
+        A graph replay has no host launch cost in it: what is timed is the GPU's work per call, kernel
+        boundaries included, as do_bench's events time it for larger inputs.  Timed eagerly instead, tiny
+        GEMMs read the host (~10-20 us per call, drifting by tens of percent within a sweep) and the
+        configs' real differences drown.  Round r times every candidate once, in an order that starts
+        elsewhere each round and alternates direction, so GPU clock drift is shared.  A candidate
+        ``cutoff`` x slower than the fastest on its first estimate keeps that estimate (it cannot be the
+        best), except those in ``keep`` (the reference).  When a candidate cannot be captured (a plan
+        that synchronizes, say) all are timed eagerly (``eager_batches``) and ``self.last_mode`` says so."""
+        try:
+            return self._interleaved_graphs(candidates, keep, batches)
+        except Exception as error:  # capture refused: the host-inclusive fallback for every candidate alike
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            self.last_mode = f"eager (graph capture failed: {type(error).__name__}: {str(error)[:120]})"
+            return self.eager_batches(candidates, keep, batches)
+
+    def _interleaved_graphs(
+        self, candidates: Sequence[Sequence[Callable[[], Any]]], keep: Sequence[int], batches: int | None
+    ) -> list[float]:
+        graphs = []
+        for fns in candidates:
+            probe = self._graph(fns, len(fns))
+            estimate = min(self._replayed(probe, len(fns)) for _ in range(2))
+            calls = max(len(fns), min(2000, int(self.batch_us / 1000.0 / max(estimate, 1e-4))))
+            calls = -(-calls // len(fns)) * len(fns)
+            graphs.append((self._graph(fns, calls) if calls != len(fns) else probe, calls, estimate))
+            del probe
+        fastest = min(estimate for _, _, estimate in graphs)
+        live = [i for i, (_, _, e) in enumerate(graphs) if i in keep or e <= self.cutoff * fastest]
+        samples: dict[int, list[float]] = {i: [] for i in live}
+        rounds = batches or self.batches
+        for r in range(rounds):
+            shift = (r * len(live)) // rounds
+            order = live[shift:] + live[:shift]
+            for i in reversed(order) if r % 2 else order:
+                samples[i].append(self._replayed(graphs[i][0], graphs[i][1]))
+        self.last_mode = "graph"
+        return [sorted(samples[i])[len(samples[i]) // 2] if i in samples else g[2] for i, g in enumerate(graphs)]
+
+    def eager_batches(
+        self, candidates: Sequence[Sequence[Callable[[], Any]]], keep: Sequence[int] = (), batches: int | None = None
+    ) -> list[float]:
+        """Median ms per call of each candidate launched from Python back to back (host cost included),
+        batches interleaved as in ``interleaved``."""
         for fns in candidates:
             for f in fns:  # warm: every copy once
                 f()
@@ -380,6 +446,8 @@ def bench_shape(
                 result.torch_ms = ms
             else:
                 result.configs[name] = ms
+        if timer.last_mode != "graph":
+            result.errors["@timing"] = timer.last_mode
     return result
 
 
@@ -426,6 +494,8 @@ def final_round(
         return {}, errors
     if inputs.rotation:
         times = timer.interleaved(candidates, keep=range(len(candidates)), batches=FINAL_ROUNDS)
+        if timer.last_mode != "graph":
+            errors["@timing"] = timer.last_mode
     else:
         times = timer.flushed_interleaved([calls[0] for calls in candidates])
     return dict(zip(names, times, strict=True)), errors

@@ -419,8 +419,9 @@ def _new_results(settings: ValidateSettings, harness: Harness, device: str, comm
             "max_reps": settings.max_reps,
             "fixed_config": FIXED_CONFIG.key,
             "timing": (
-                "inputs over L2/2: median of L2-flushed CUDA-event runs (do_bench method); smaller: median of"
-                " batches of back-to-back calls rotating input copies (> 2x L2, at most 32); torch.matmul side by side"
+                "inputs over L2/2: median of L2-flushed CUDA-event runs (do_bench method); smaller: median GPU time"
+                " per call of CUDA-graph replays of back-to-back calls rotating input copies (> 2x L2, at most 32;"
+                " host launch cost excluded); torch.matmul side by side; then the final round"
             ),
         },
     )

@@ -116,8 +116,9 @@ def test_launch_cache_key() -> None:
     assert _fast_key(a, b, "not a config", *([None] * 10)) is None
 
 
-def _fake_timer(base_ms: list[float], drift_per_batch: float):  # type: ignore[no-untyped-def]
-    """A Timer whose batches take base time + a drift that grows with every batch timed (host/clock drift)."""
+def _fake_timer(base_ms: list[float], drift_per_batch: float, capture_fails: bool = False):  # type: ignore[no-untyped-def]
+    """A Timer whose batches (eager or graph replays) take base time + a drift that grows with every batch
+    timed (host/clock drift)."""
     from theodolite.kernels.benchmark import Timer
 
     timer = Timer.__new__(Timer)
@@ -131,7 +132,18 @@ def _fake_timer(base_ms: list[float], drift_per_batch: float):  # type: ignore[n
             state["batches"] += 1
         return out
 
+    def graph(fns, calls):  # type: ignore[no-untyped-def]
+        if capture_fails:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return fns[0]()
+
+    def replayed(index, calls):  # type: ignore[no-untyped-def]
+        state["batches"] += 1
+        return base_ms[index] + drift_per_batch * (state["batches"] - 1)
+
     timer._batched = batched  # type: ignore[method-assign]
+    timer._graph = graph  # type: ignore[method-assign]
+    timer._replayed = replayed  # type: ignore[method-assign]
     return timer
 
 
@@ -150,4 +162,12 @@ def test_interleaved_timing_shares_drift_and_cuts_slow_candidates() -> None:
     timer = _fake_timer(base, drift_per_batch=0.0)
     times = timer.interleaved(candidates)
     assert times[4] == pytest.approx(0.050)  # cut after its estimate, which is kept
-    assert times[:4] == pytest.approx([0.010] * 4)
+    assert times[:4] == pytest.approx([0.010] * 4) and timer.last_mode == "graph"
+
+
+def test_a_shape_that_cannot_be_captured_is_timed_eagerly_and_says_so() -> None:
+    base = [0.010, 0.020]
+    timer = _fake_timer(base, drift_per_batch=0.0, capture_fails=True)
+    times = timer.interleaved([[lambda i=i: i] for i in range(2)])
+    assert times == pytest.approx(base)
+    assert timer.last_mode.startswith("eager (graph capture failed: RuntimeError")

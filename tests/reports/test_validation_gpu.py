@@ -28,6 +28,7 @@ def test_validate_two_shapes_on_the_gpu(tmp_path: Path) -> None:
         assert shape.model_pick in shape.configs, shape.errors.get("@model")
         assert shape.autotune_wall_s and shape.peer_picks.get("autotune") in shape.configs
         assert not any(e.startswith("wrong result") for e in shape.errors.values()), shape.errors
+        assert "@timing" not in shape.errors, shape.errors["@timing"]  # small inputs: timed as graph replays
         assert shape.final_ms.get(TORCH_KEY, 0) > 0 and shape.final_ms.get(shape.model_pick, 0) > 0, shape.errors
     summary = summarize(results)
     assert summary["efficiency"]["geomean"] is not None and 0 < summary["efficiency"]["geomean"] <= 1
@@ -41,7 +42,7 @@ def test_final_round_on_flushed_inputs() -> None:
     """Inputs over half the L2: the final round times L2-flushed runs, interleaved; a bad key is an error."""
     from theodolite.kernels import benchmark
 
-    keys = ["persistent/128x128x64/g8/w8/s3/k1", "splitk/64x64x128/g8/w4/s4/k2", "nonsense/1x1x1"]
+    keys = ["persistent/128x128x64/g8/w8/s3/k1", "persistent/64x64x64/g8/w4/s4/k1", "nonsense/1x1x1"]
     timer = benchmark.Timer()
     times, errors = benchmark.final_round(4096, 4096, 4096, keys, benchmark.BenchSettings(), timer)
     assert set(times) == {TORCH_KEY, keys[0], keys[1]} and "nonsense/1x1x1" in errors, errors
