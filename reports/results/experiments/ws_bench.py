@@ -56,6 +56,7 @@ def _ws_module():
     with open(path, "w") as stream:
         stream.write(src)
     spec = importlib.util.spec_from_file_location("tma_ws", path)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -142,8 +143,8 @@ for m, n, k in SHAPES:
                 continue
             fns.append(plan.run)
             names.append(name)
-        except Exception as e:
-            errs[name] = f"{type(e).__name__}: {str(e)[:160]}"
+        except Exception as error:
+            errs[name] = f"{type(error).__name__}: {str(error)[:160]}"
     flops = 2.0 * m * n * k
     est = []
     for f in fns:
@@ -154,7 +155,7 @@ for m, n, k in SHAPES:
         torch.cuda.synchronize()
         est.append(time.perf_counter() - t0)
     rounds = int(min(25, max(5, 0.4 / max(sum(est), 1e-4))))
-    samples = {nm: [] for nm in names}
+    samples: dict[str, list[float]] = {nm: [] for nm in names}
     for r in range(rounds):
         order = list(range(len(fns)))
         order = order[r % len(order) :] + order[: r % len(order)]
@@ -162,12 +163,12 @@ for m, n, k in SHAPES:
             order.reverse()
         for i in order:
             driver.clear_cache(cache)
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
             fns[i]()
-            e.record()
+            end.record()
             torch.cuda.synchronize()
-            samples[names[i]].append(s.elapsed_time(e))
+            samples[names[i]].append(begin.elapsed_time(end))
     med = {nm: sorted(v)[len(v) // 2] for nm, v in samples.items()}
     rows.append({"shape": f"{m}x{n}x{k}", "ms": med, "errors": errs, "rounds": rounds})
     t = med["torch"]
@@ -175,8 +176,8 @@ for m, n, k in SHAPES:
         f"{nm.replace('/g8', '').replace('/k1', '')} {t / ms:.3f}" for nm, ms in med.items() if nm != "torch"
     )
     print(line, flush=True)
-    for nm, e in errs.items():
-        print("   ", nm, e)
+    for nm, message in errs.items():
+        print("   ", nm, message)
     del a, b, ref, tout
     torch.cuda.empty_cache()
 with open(os.path.join(os.environ.get("OUT", "."), "ws-bench.json"), "w") as stream:
