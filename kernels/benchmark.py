@@ -175,25 +175,17 @@ class Timer:
     def _interleaved_graphs(
         self, candidates: Sequence[Sequence[Callable[[], Any]]], keep: Sequence[int], batches: int | None
     ) -> list[float]:
-        graphs = []
+        graphs: list[tuple[Any, int]] = []
+        estimates: list[float] = []
         for fns in candidates:
             probe = self._graph(fns, len(fns))
-            estimate = min(self._replayed(probe, len(fns)) for _ in range(2))
-            calls = max(len(fns), min(2000, int(self.batch_us / 1000.0 / max(estimate, 1e-4))))
-            calls = -(-calls // len(fns)) * len(fns)
-            graphs.append((self._graph(fns, calls) if calls != len(fns) else probe, calls, estimate))
+            estimates.append(min(self._replayed(probe, len(fns)) for _ in range(2)))
+            calls = self._calls(fns, estimates[-1])
+            graphs.append((self._graph(fns, calls) if calls != len(fns) else probe, calls))
             del probe
-        fastest = min(estimate for _, _, estimate in graphs)
-        live = [i for i, (_, _, e) in enumerate(graphs) if i in keep or e <= self.cutoff * fastest]
-        samples: dict[int, list[float]] = {i: [] for i in live}
-        rounds = batches or self.batches
-        for r in range(rounds):
-            shift = (r * len(live)) // rounds
-            order = live[shift:] + live[:shift]
-            for i in reversed(order) if r % 2 else order:
-                samples[i].append(self._replayed(graphs[i][0], graphs[i][1]))
+        times = self._rounds(estimates, keep, batches, lambda i: [self._replayed(*graphs[i])])
         self.last_mode = "graph"
-        return [sorted(samples[i])[len(samples[i]) // 2] if i in samples else g[2] for i, g in enumerate(graphs)]
+        return times
 
     def eager_batches(
         self, candidates: Sequence[Sequence[Callable[[], Any]]], keep: Sequence[int] = (), batches: int | None = None
@@ -204,17 +196,21 @@ class Timer:
             for f in fns:  # warm: every copy once
                 f()
         estimates = [min(self._batched(fns, len(fns), 2)) for fns in candidates]
+        calls = [self._calls(fns, estimate) for fns, estimate in zip(candidates, estimates, strict=True)]
+        return self._rounds(estimates, keep, batches, lambda i: self._batched(candidates[i], calls[i], 1))
+
+    def _rounds(
+        self, estimates: list[float], keep: Sequence[int], batches: int | None, sample: Callable[[int], list[float]]
+    ) -> list[float]:
+        """Median of ``sample(i)`` per candidate over interleaved rounds; a candidate ``cutoff`` x slower than
+        the fastest estimate (and not in ``keep``) is not timed and keeps its estimate."""
         fastest = min(estimates)
         live = [i for i, e in enumerate(estimates) if i in keep or e <= self.cutoff * fastest]
-        calls = {i: self._calls(candidates[i], estimates[i]) for i in live}
         samples: dict[int, list[float]] = {i: [] for i in live}
-        rounds = batches or self.batches
-        for r in range(rounds):
-            shift = (r * len(live)) // rounds
-            order = live[shift:] + live[:shift]
-            for i in reversed(order) if r % 2 else order:
-                samples[i] += self._batched(candidates[i], calls[i], 1)
-        return [sorted(samples[i])[len(samples[i]) // 2] if i in samples else e for i, e in enumerate(estimates)]
+        for order in _round_orders(live, batches or self.batches):
+            for i in order:
+                samples[i] += sample(i)
+        return [_median(samples[i]) if i in samples else e for i, e in enumerate(estimates)]
 
     def flushed_interleaved(self, fns: Sequence[Callable[[], Any]], budget_ms: float = 1500.0) -> list[float]:
         """Median ms of each ``fn`` over rounds that time every one once (L2 flushed before each run).
@@ -227,10 +223,7 @@ class Timer:
         estimates = [min(self._timed(fn, 2)) for fn in fns]  # also warms each
         rounds = int(min(FINAL_ROUNDS, max(5, budget_ms / max(sum(estimates), 1e-3))))
         samples: list[list[float]] = [[] for _ in fns]
-        for r in range(rounds):
-            shift = (r * len(fns)) // rounds
-            order = list(range(len(fns)))[shift:] + list(range(len(fns)))[:shift]
-            order = order[::-1] if r % 2 else order
+        for order in _round_orders(list(range(len(fns))), rounds):
             events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in order]
             torch.cuda._sleep(SPIN_CYCLES)  # the host queues the round while the GPU spins
             for i, (start, end) in zip(order, events, strict=True):
@@ -241,7 +234,7 @@ class Timer:
             torch.cuda.synchronize()
             for i, (start, end) in zip(order, events, strict=True):
                 samples[i].append(start.elapsed_time(end))
-        return [sorted(v)[len(v) // 2] for v in samples]
+        return [_median(v) for v in samples]
 
     def __call__(self, fn: Callable[[], Any] | Sequence[Callable[[], Any]], best_ms: float | None = None) -> float:
         """Median milliseconds of ``fn`` (already run once by the caller: compiled and warm).
@@ -266,6 +259,21 @@ class Timer:
         samples = first + (self._timed(fn, more) if more > 0 else [])
         samples.sort()
         return samples[len(samples) // 2]
+
+
+def _round_orders(items: list[int], rounds: int) -> list[list[int]]:
+    """The order of each round: starting elsewhere every round and reversed every other, so drift during
+    the rounds falls on every item alike."""
+    orders = []
+    for r in range(rounds):
+        shift = (r * len(items)) // rounds
+        order = items[shift:] + items[:shift]
+        orders.append(order[::-1] if r % 2 else order)
+    return orders
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def l2_bytes(device: torch.device | None = None) -> int:

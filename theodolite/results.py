@@ -58,29 +58,21 @@ class ShapeResult:
 
     def best(self) -> tuple[str, float] | None:
         """The fastest config that ran (the exhaustive oracle)."""
-        timed = [(ms, key) for key, ms in self.configs.items() if ms is not None and math.isfinite(ms)]
-        if not timed:
-            return None
-        ms, key = min(timed)
-        return key, ms
+        return _fastest(self.configs)
 
     def final_best(self) -> tuple[str, float] | None:
         """The fastest config of the final round (None without one)."""
-        timed = [(ms, key) for key, ms in self.final_ms.items() if key != TORCH_KEY and _finite(ms)]
-        if not timed:
-            return None
-        ms, key = min(timed)
-        return key, ms
+        return _fastest({key: ms for key, ms in self.final_ms.items() if key != TORCH_KEY})
 
     def versus_best(self, key: str | None) -> tuple[float | None, str]:
         """(best time / time of ``key``, where from): from the final round when ``key`` is in it (both measured
         side by side), else from the sweep; None when ``key`` has no time."""
         final = self.final_best()
-        if final is not None and key is not None and _finite(self.final_ms.get(key)):
+        if final is not None and key is not None and finite_ms(self.final_ms.get(key)):
             return final[1] / self.final_ms[key], "final"
         best = self.best()
         ms = self.configs.get(key) if key is not None else None
-        if best is None or not _finite(ms):
+        if best is None or not finite_ms(ms):
             return None, "sweep"
         return best[1] / ms, "sweep"  # type: ignore[operator]
 
@@ -88,15 +80,12 @@ class ShapeResult:
         """torch.matmul time / time of ``key`` (>1: ours faster); ``key`` None: the oracle best.  Final round
         when it holds both, else the sweep."""
         if key is None:
-            final = self.final_best()
-            key = final[0] if final is not None else None
-            if key is None:
-                best = self.best()
-                key = best[0] if best is not None else None
+            best = self.final_best() or self.best()
+            key = best[0] if best is not None else None
         torch_final, ours_final = self.final_ms.get(TORCH_KEY), self.final_ms.get(key or "")
-        if _finite(torch_final) and _finite(ours_final):
+        if finite_ms(torch_final) and finite_ms(ours_final):
             return torch_final / ours_final  # type: ignore[operator]
-        if key is None or not _finite(self.torch_ms) or not _finite(self.configs.get(key)):
+        if key is None or not finite_ms(self.torch_ms) or not finite_ms(self.configs.get(key)):
             return None
         return self.torch_ms / self.configs[key]  # type: ignore[operator]
 
@@ -126,8 +115,17 @@ class Results:
         return data
 
 
-def _finite(ms: float | None) -> bool:
+def finite_ms(ms: float | None) -> bool:
+    """A time that ran: positive and finite (failed configs are None)."""
     return ms is not None and math.isfinite(ms) and ms > 0
+
+
+def _fastest(times: dict[str, float | None]) -> tuple[str, float] | None:
+    timed = [(ms, key) for key, ms in times.items() if finite_ms(ms)]
+    if not timed:
+        return None
+    ms, key = min(timed)  # type: ignore[type-var]
+    return key, ms  # type: ignore[return-value]
 
 
 def save_results(results: Results, path: str | os.PathLike[str]) -> Path:

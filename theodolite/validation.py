@@ -27,7 +27,7 @@ from typing import Any
 
 from theodolite.errors import TheodoliteError
 from theodolite.kernels.config import DTYPE_BYTES, GemmConfig, KernelLimits, Problem, legal_configs
-from theodolite.results import TORCH_KEY, Results, ShapeResult, load_results, save_results
+from theodolite.results import TORCH_KEY, Results, ShapeResult, finite_ms, load_results, save_results
 
 PEERS = ("fixed", "nvmmh", "autotune")
 FIXED_CONFIG = GemmConfig("persistent", 128, 128, 64, 8, 8, 3, flatten=True)  # the space's entry (flattened loop)
@@ -486,7 +486,7 @@ FINAL_PREDICTED = 3  # and the model's best-predicted ones (a refit's new pick i
 def final_candidates(result: ShapeResult, top: int = FINAL_TOP, predicted: int = FINAL_PREDICTED) -> list[str]:
     """Configs of the final round: the sweep's ``top`` fastest, the model's pick and ``predicted`` best
     predictions, the peers' picks; only configs the sweep ran (a failed one would fail again)."""
-    measured = {key: ms for key, ms in result.configs.items() if _ok(ms)}
+    measured = {key: ms for key, ms in result.configs.items() if finite_ms(ms)}
     keys = sorted(measured, key=lambda key: (measured[key], key))[:top]
     if result.model_pick:
         keys.append(result.model_pick)
@@ -525,7 +525,7 @@ def add_final_round(
     todo = [
         shape
         for shape in results.shapes
-        if any(_ok(ms) for ms in shape.configs.values()) and (redo or not shape.final_ms)
+        if any(finite_ms(ms) for ms in shape.configs.values()) and (redo or not shape.final_ms)
     ]
     progress = _progress(len(todo))
     for index, shape in enumerate(todo):
@@ -652,10 +652,6 @@ def shape_line(result: ShapeResult, seconds: float, index: int | None = None, to
 # ----------------------------------------------------------------------------------------------
 
 
-def _ok(ms: float | None) -> bool:
-    return ms is not None and math.isfinite(ms) and ms > 0
-
-
 def _geomean(values: Sequence[float]) -> float | None:
     positive = [v for v in values if v > 0 and math.isfinite(v)]
     return math.exp(sum(math.log(v) for v in positive) / len(positive)) if positive else None
@@ -680,13 +676,6 @@ def arithmetic_intensity(result: ShapeResult) -> float:
     return result.flops / traffic if traffic else 0.0
 
 
-def _ratio(numerator: float | None, denominator: float | None) -> float | None:
-    """numerator / denominator when both are positive finite times; None otherwise."""
-    if numerator is None or denominator is None or not (_ok(numerator) and _ok(denominator)):
-        return None
-    return numerator / denominator
-
-
 def shape_summary(result: ShapeResult) -> dict[str, Any]:
     """Per-shape figures: oracle best, pick time, efficiency (best/pick, <= 1), speed vs torch (torch/pick).
 
@@ -695,7 +684,7 @@ def shape_summary(result: ShapeResult) -> dict[str, Any]:
     final_best = result.final_best()
     best = final_best or result.best()
     pick_ms = result.configs.get(result.model_pick) if result.model_pick else None
-    if result.model_pick and final_best is not None and _ok(result.final_ms.get(result.model_pick)):
+    if result.model_pick and final_best is not None and finite_ms(result.final_ms.get(result.model_pick)):
         pick_ms = result.final_ms[result.model_pick]
     best_ms = best[1] if best else None
     efficiency, source = result.versus_best(result.model_pick)
@@ -733,7 +722,7 @@ def rank_correlation(result: ShapeResult) -> float | None:
     pairs = [
         (result.model_predicted_ms[k], ms)
         for k, ms in result.configs.items()
-        if _ok(ms) and k in result.model_predicted_ms
+        if finite_ms(ms) and k in result.model_predicted_ms
     ]
     if len(pairs) < 3:
         return None
@@ -770,7 +759,7 @@ def summarize(results: Results, worst: int = 10) -> dict[str, Any]:
         "shapes": len(results.shapes),
         "shapes_with_pick": sum(1 for s in results.shapes if s.model_pick),
         "final_round": sum(1 for r in rows if r["source"] == "final"),
-        "configs_timed": sum(sum(1 for ms in s.configs.values() if _ok(ms)) for s in results.shapes),
+        "configs_timed": sum(sum(1 for ms in s.configs.values() if finite_ms(ms)) for s in results.shapes),
         "config_errors": errors,
         "wrong_results": wrong,
         "pick_failed": sum(1 for r in rows if r["efficiency"] == 0.0),
