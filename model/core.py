@@ -95,7 +95,7 @@ def cost(
     has_rest = rest > 0
 
     # ---- the window of items running at once: distinct rows/columns under the grouped order ----
-    planes = ceil(conc / plane)
+    planes = mx(conc / plane, 1.0)  # planes in flight at once: a partial one adds its share, not a whole
     w = mn(conc, plane)
     gmm = mn(c.gm, tm)
     per_group = gmm * tn
@@ -299,7 +299,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         b_cols = cols * bn
         hbm_step = ((a_rows if a_rows < m else m) + (b_cols if b_cols < n else n)) * step_bytes
         if conc > plane:
-            hbm_step *= -(-conc // plane)
+            hbm_step *= conc / plane
         latency = l2_lat + hbm_step / (conc * request_step) * lat_span
         active_f = conc if conc < sm else sm
         hide = latency / lat_div

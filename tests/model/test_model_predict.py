@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from theodolite.kernels.config import KernelLimits, Problem, config_space, legality
 from theodolite.model import choose, predict, rank
@@ -110,6 +110,7 @@ def test_faster_hbm_never_slows_a_prediction(m: int, n: int, k: int, factor: flo
 
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 16384), st.integers(1, 16384), st.integers(1, 16384), st.integers(1, 64))
+@example(2753, 1, 2561, 1)  # 133 items in flight over a 44-tile plane once counted as 4 whole planes of reads
 def test_more_sms_never_slower(m: int, n: int, k: int, extra: int) -> None:
     problem = Problem(m, n, k)
     sms = H100.value("sm_count")
