@@ -11,7 +11,8 @@ Structure (every hardware number from the profile via ``Hardware``):
   partial wave is evaluated on its own (its SMs hold fewer programs, each runs faster);
 - per SM, an iteration costs max(programs x (matrix or shared memory, plus load issue), one program's chain:
   max(that, latency / (stages - 1)) + loop overhead); a work item adds its pipeline fill, fixed cost and
-  epilogue (its tile written at one SM's bandwidth);
+  epilogue (its tile written at one SM's bandwidth), and a loop shorter than the pipeline the stages its
+  prologue zero-fills (cp.async: the loop condition is a copy mask);
 - the memory system is a shared fluid: all L2 requests over the L2 bandwidth, all HBM misses
   (distinct rows/columns of the tiles running at once under the grouped order, plus the reuse
   the effective L2 cannot hold) and stores over HBM bandwidth reachable from the active SMs;
@@ -133,11 +134,14 @@ def cost(
     # a flattened loop (one loop over tiles and K steps) issues the next item's first loads before this
     # item's epilogue: that share of the fill latency and tile overhead is hidden, except for a program's first
     before = latency + hw.tile_overhead_s
-    fixed = before * (1.0 - c.flat_hide) + epilogue
+    # a loop shorter than the pipeline: its prologue zero-fills the stages beyond its last K-step, with nothing
+    # to overlap them (per work item, once per program when flattened); scalar builds keep one stage
+    exposed = mx(c.prefetch - iters, 0.0) * c.stage_fill * (0.0 if scalar else 1.0)
+    fixed = before * (1.0 - c.flat_hide) + epilogue + exposed * (1.0 - c.is_flat)
     sk_iters = ceil(sk_tiles * kt / sk_programs)
     sk_segments = ops.where(sk_tiles > 0, 1.0 + ceil(sk_iters / kt), 0.0)
     sm_time = (
-        full * (fixed + iters * it_f) + has_rest * (fixed + iters * it_l) + c.flat_hide * before
+        full * (fixed + iters * it_f) + has_rest * (fixed + iters * it_l) + c.flat_hide * before + exposed * c.is_flat
         + sk_iters * it_f * hw.streamk_slowdown + sk_segments * fixed
     )  # fmt: skip
 
@@ -191,6 +195,7 @@ def cost(
         "iter_hbm": hbm_step / hbm_bw,
         "iter_total": it_f,
         "fixed_per_item": fixed,
+        "zero_fill": exposed,  # a short loop's zero-filled prologue stages (per item; once per program if flat)
         "#tiles": tiles,
         "#items": items,
         "#concurrent": conc,
@@ -205,7 +210,8 @@ def cost(
 
 SCALAR_FIELDS = (
     "bm", "bn", "bk", "gm", "split", "is_sk", "is_split", "pprog", "slots", "panel", "elems", "per_program",
-    "lat_div", "launch_fixed", "sm", "flat_hide", "it_extra",
+    "lat_div", "launch_fixed", "sm", "flat_hide", "it_extra", "stage_fill", "prefetch",
+    "is_flat",
 )  # fmt: skip
 
 
@@ -248,7 +254,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
     together.
     """
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh,
-     it_extra) = c  # fmt: skip
+     it_extra, stage_fill, prefetch, is_flat) = c  # fmt: skip
     (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, launch, prog_start, sk_slow,
      sm_bw) = h  # fmt: skip
     it_over = it_over + it_extra  # this config's loop bookkeeping per K-iteration
@@ -308,7 +314,12 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         if chain > it_f:
             it_f = chain
         fixed = latency * kept + item_over
-        sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over)
+        exposed = (prefetch - iters) * stage_fill if iters < prefetch else 0.0  # zero-filled prologue (core.cost)
+        if is_flat:
+            sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over) + exposed
+        else:
+            fixed += exposed
+            sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over)
         if rest > 0:
             it_l = -(-rest // (rest if rest < sm else sm)) * per_program
             sm_time += fixed + iters * (chain if chain > it_l else it_l)

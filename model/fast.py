@@ -64,8 +64,9 @@ class AlignmentClass:
         per_program = core.per_program(table, a_vec, b_vec)
         self.per_program = per_program
         columns = {name: per_program if name == "per_program" else getattr(table, name) for name in core.SCALAR_FIELDS}
-        if core.synchronous(a_vec, b_vec):  # latency not hidden (as core.cost)
+        if core.synchronous(a_vec, b_vec):  # latency not hidden, no prefetches (as core.cost)
             columns["lat_div"] = 1.0 / core.scalar_batches(table, a_vec, b_vec, table.hw)
+            columns["stage_fill"] = np.zeros(len(table.configs))
         self.scalar = [
             tuple(_number(columns[name] if name == "sm" else columns[name][i]) for name in core.SCALAR_FIELDS)
             for i in range(len(table.configs))

@@ -47,7 +47,8 @@ OCCUPANCY_BOUND_BELOW = 0.75
 
 _TERM_NAMES = (
     "launch", "copy", "sm_time", "mem_time", "l2_time", "hbm_time", "fixup", "iter_compute", "iter_smem",
-    "iter_l2", "iter_hbm", "iter_issue", "iter_latency", "iter_total", "fixed_per_item", "#tiles", "#items",
+    "iter_l2", "iter_hbm", "iter_issue", "iter_latency", "iter_total", "fixed_per_item", "zero_fill", "#tiles",
+    "#items",
     "#concurrent", "#waves", "#last_wave_busy", "#sm_busy", "#l2_hit", "#resident_per_sm", "#iterations",
 )  # fmt: skip
 _TERMS = ("compute", "smem", "l2", "hbm", "issue", "latency")
@@ -141,6 +142,14 @@ class ConfigTable:
         self.sm = float(hw.sm_count)
         self.launch_fixed = hw.launch_kernel_s + np.where(self.is_tma, hw.tma_launch_extra_s, 0.0)
         self.it_extra = np.where(self.is_tma, hw.tma_iteration_overhead_s, 0.0)  # beyond iteration_overhead_s
+        # a cp.async pipeline's prologue issues stages - 1 prefetches whether or not the K loop has that many steps:
+        # the pipeliner folds the loop condition into the copy's mask, and a masked cp.async zero-fills its whole
+        # stage through the SM's copy path at one SM's bandwidth, with no iteration to overlap (a loop's own masked
+        # prefetches overlap its matrix work).  TMA copies are skipped by predicate instead.  A plain loop pays it
+        # per work item, a flattened one once per program (core.cost)
+        self.prefetch = self.stages - 1.0
+        self.stage_fill = np.where(self.is_tma, 0.0, self.panel * self.bk * hw.element_bytes / hw.sm_bandwidth)
+        self.is_flat = np.array([1.0 if c.flatten else 0.0 for c in configs])
         self.pprog = self.sm * self.launched  # grid of persistent variants (Stream-K: before the K cap)
         self.slots = self.sm * self.fit
         self.hw_tuple = core.hardware_tuple(hw)
