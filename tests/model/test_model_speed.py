@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from theodolite.model import grid_cache, speed
 
 from theodolite.profile.datasheet import h100_sxm
