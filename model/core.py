@@ -315,11 +315,8 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
             it_f = chain
         fixed = latency * kept + item_over
         exposed = (prefetch - iters) * stage_fill if iters < prefetch else 0.0  # zero-filled prologue (core.cost)
-        if is_flat:
-            sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over) + exposed
-        else:
-            fixed += exposed
-            sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over)
+        fixed += exposed * (1.0 - is_flat)  # per work item, or once per program for a flattened loop
+        sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over) + exposed * is_flat
         if rest > 0:
             it_l = -(-rest // (rest if rest < sm else sm)) * per_program
             sm_time += fixed + iters * (chain if chain > it_l else it_l)
