@@ -15,7 +15,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from theodolite.kernels.config import DTYPE_BYTES, GemmConfig, config_space
+from theodolite.kernels.config import DTYPE_BYTES, TAIL_CHUNKS, GemmConfig, config_space
 
 from theodolite.profile.schema import KERNEL_LOADS, KernelBuild
 
@@ -76,6 +76,8 @@ def _source(
         constexprs["SPLIT_K"] = config.split_k
     if config.variant in ("persistent", "tma"):
         constexprs["FLATTEN"] = config.flatten
+    if config.variant == "streamk":
+        constexprs.update(CHUNKS=TAIL_CHUNKS, SPIN=True)
     out_vec = 16 // (2 if dtype in ("fp16", "bf16") else 4)
     constexprs.update(HAS_C=False, BIAS_MODE=0, HAS_SCALE=False, OUT_VEC=out_vec, C_VEC=0, N_VEC=out_vec)
     constexprs.update(extra or {})

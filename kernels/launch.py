@@ -19,6 +19,7 @@ import torch
 import triton
 from theodolite.kernels.config import (
     DTYPE_BYTES,
+    TAIL_CHUNKS,
     ConfigError,
     GemmConfig,
     KernelLimits,
@@ -28,6 +29,7 @@ from theodolite.kernels.config import (
     needs_aligned_copy,
     partial_vectors_enabled,
     programs_per_sm,
+    streamk_partition,
     vector_elements,
 )
 from triton.runtime.errors import OutOfResources
@@ -679,27 +681,17 @@ def plan_gemm(
         }
         plan.steps.append(_Launch(tma_kernel, grid, pointers, kwargs, psrc))
     elif config.variant == "streamk":
-        from theodolite.kernels.streamk import streamk_fixup, streamk_kernel
+        from theodolite.kernels.streamk import streamk_kernel
 
-        programs_launched = min(sms * per_sm, tiles * -(-k // config.block_k))
-        sk_tiles = tiles % programs_launched
-        dp_tiles = tiles - sk_tiles
-        grid = (programs_launched,)
-        ws = _workspace(device, programs_launched * 2 * config.block_m * config.block_n)
-
-        plan.steps.append(
-            _Launch(streamk_kernel, grid, (*pointers, ws),
-                    {**common, **epi, "dp_tiles": dp_tiles, **meta, **operand_flags, **flags}, (*psrc, None))
-        )  # fmt: skip
-        if sk_tiles:
-            fixup_args = (
-                out3, pointers[3], pointers[4], pointers[5], ws,
-                m, n, k, lm, ln, ka, kb, tiles,
-                epi["stride_ob"], epi["stride_om"], epi["stride_on"],
-                epi["stride_cb"], epi["stride_cm"], epi["stride_cn"],
-                epi["alpha"], epi["beta"], dp_tiles, programs_launched,
-            )  # fmt: skip
-            plan.steps.append(_Launch(streamk_fixup, (sk_tiles,), fixup_args, {**meta, **flags}, (*psrc[2:], None)))
+        programs = sms * per_sm
+        dp_tiles, split = streamk_partition(tiles, programs, -(-k // config.block_k))
+        units = (tiles - dp_tiles) * split
+        ws = _workspace(device, units * config.block_m * config.block_n if split > 1 else 1)
+        locks = _locks(device, tiles - dp_tiles)
+        grid = (max(1, min(programs, max(dp_tiles, units))),)
+        kwargs = {**common, **epi, "dp_tiles": dp_tiles, "split": split, **meta, **operand_flags, **flags,
+                  "CHUNKS": TAIL_CHUNKS, "SPIN": not interpreting()}  # fmt: skip
+        plan.steps.append(_Launch(streamk_kernel, grid, (*pointers, ws, locks), kwargs, (*psrc, None, None)))
     elif config.variant == "splitk":
         from theodolite.kernels.splitk import splitk_kernel
 

@@ -1,33 +1,40 @@
-"""Stream-K GEMM: full waves of tiles data-parallel, the remainder's K iterations split evenly over all programs.
+"""Stream-K GEMM, hybrid form: full waves of tiles data-parallel, the last partial wave's tiles split along K.
 
-Determinism: a tile shared by several programs is not summed with atomics.  Each program
-writes its partial tiles (at most two: its first and last segment) to an fp32 workspace
-``[programs, 2, BLOCK_M, BLOCK_N]`` and a second kernel, ``streamk_fixup``, adds them in
-program order and applies the epilogue.  No spin-waits, so it also runs in the interpreter.
+``config.streamk_partition`` sets the split: each remaining tile is cut into ``split`` equal runs of K-steps,
+one program each, so the programs of the tail walk K in lockstep and share their rows and columns in L2
+(Stream-K's textbook contiguous shares of all K-steps put every program at a different K; on the H100 that
+ran 1.6x slower per K-step).  One launch: each slice writes its fp32 partial tile to the workspace and
+counts itself in at the tile's arrival counter.  Then, with ``SPIN`` (GPU), every slice of the tile waits for
+the others and reduces its share of the tile's row chunks, adding the partials in slice order; without it
+(the interpreter, which runs programs one after another) the last slice to arrive reduces the whole tile, in
+the same order.  Either way the sum is deterministic.  ``SPIN`` needs a tile's ``split`` programs resident
+together: they are consecutive program ids and the grid is at most one wave, so programs dispatched in order
+make progress.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
-from theodolite.kernels.epilogue import epilogue, load_partial, mma_tile, store_partial, tile_coords
+from theodolite.kernels.epilogue import epilogue, mma_tile, tile_coords
 from theodolite.kernels.persistent import RUNTIME_INTS
 
-SK_INTS = RUNTIME_INTS + ["dp_tiles"]
+SK_INTS = RUNTIME_INTS + ["dp_tiles", "split"]
 
 
 @triton.jit(do_not_specialize=SK_INTS)
 def streamk_kernel(
-    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr,
+    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr, lock_ptr,
     M, N, K, LM, LN, KA, KB, num_tiles,
     stride_ab, stride_a, stride_bb, stride_b,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
-    alpha, beta, dp_tiles,
+    alpha, beta, dp_tiles, split,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
     KA_VEC: tl.constexpr, KB_VEC: tl.constexpr,
     PRECISION: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr, HAS_SCALE: tl.constexpr,
     OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
+    CHUNKS: tl.constexpr, SPIN: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
@@ -47,66 +54,74 @@ def streamk_kernel(
             stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
             BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
         )  # fmt: skip
-    # Stream-K: this program's contiguous share of the remaining tiles' K iterations.
-    sk_iters = (num_tiles - dp_tiles).to(tl.int64) * k_tiles
-    base = dp_tiles.to(tl.int64) * k_tiles
-    start = base + pid * sk_iters // programs
-    end = base + (pid + 1) * sk_iters // programs
-    it = start
-    while it < end:
-        tile = (it // k_tiles).to(tl.int32)
-        k_lo = (it - tile.to(tl.int64) * k_tiles).to(tl.int32)
-        seg_end = tl.minimum(end, (tile + 1).to(tl.int64) * k_tiles)
-        k_hi = (seg_end - tile.to(tl.int64) * k_tiles).to(tl.int32)
-        bid, pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+    # The tail: slice j of remaining tile rel is program rel * split + j (the launch makes the grid hold them all).
+    units = (num_tiles - dp_tiles) * split
+    for u in range(pid, units, programs):
+        rel = u // split
+        j = u % split
+        bid, pid_m, pid_n = tile_coords(dp_tiles + rel, num_pid_m, num_pid_n, GROUP_M)
         acc = mma_tile(
-            a_ptr, b_ptr, bid, pid_m, pid_n, k_lo, k_hi, LM, LN, KA, KB,
+            a_ptr, b_ptr, bid, pid_m, pid_n, j * k_tiles // split, (j + 1) * k_tiles // split, LM, LN, KA, KB,
             stride_ab, stride_a, stride_bb, stride_b,
             BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION,
         )  # fmt: skip
-        if (k_lo == 0) & (k_hi == k_tiles):
+        if split == 1:
             epilogue(
                 acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
                 stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
                 BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
             )  # fmt: skip
         else:
-            slot = pid * 2 + (it != start).to(tl.int32)
-            store_partial(acc, ws_ptr, slot, BLOCK_M, BLOCK_N)
-        it = seg_end
+            _reduce_slices(
+                acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+                stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
+                BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC, CHUNKS, SPIN,
+            )  # fmt: skip
 
 
-@triton.jit(do_not_specialize=SK_INTS)
-def streamk_fixup(
-    out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr,
-    M, N, K, LM, LN, KA, KB, num_tiles,
-    stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
-    alpha, beta, dp_tiles, programs,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr, HAS_SCALE: tl.constexpr,
-    OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
+@triton.jit
+def _reduce_slices(
+    acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+    stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr,
+    HAS_SCALE: tl.constexpr, OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
+    CHUNKS: tl.constexpr, SPIN: tl.constexpr,
 ):  # fmt: skip
-    """One program per Stream-K tile: sum the partials of the programs that shared it, in program order."""
-    tile = dp_tiles + tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    sk_iters = (num_tiles - dp_tiles).to(tl.int64) * k_tiles
-    first = (tile - dp_tiles).to(tl.int64) * k_tiles  # relative to the Stream-K range
-    last = first + k_tiles - 1
-    p_first = ((first + 1) * programs - 1) // sk_iters
-    p_last = ((last + 1) * programs - 1) // sk_iters
-    if p_first != p_last:
-        bid, pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for p in range(p_first.to(tl.int32), p_last.to(tl.int32) + 1):
-            p_start = p * sk_iters // programs
-            p_end = (p + 1) * sk_iters // programs
-            if p_end > p_start:  # programs with no Stream-K work wrote nothing
-                slot = p * 2 + (p_start < first).to(tl.int32)
-                acc += load_partial(ws_ptr, slot, BLOCK_M, BLOCK_N)
-        epilogue(
-            acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
-            stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
-            BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
-        )  # fmt: skip
+    """Store slice j's partial of tile rel, count it in; reduce in slice order 0..split-1 and apply the epilogue
+    (SPIN: every slice its row chunks j, j + split, ... after all arrived; else the last to arrive, all rows)."""
+    tile_elems: tl.constexpr = BLOCK_M * BLOCK_N
+    base = ws_ptr + rel.to(tl.int64) * split * tile_elems
+    r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    tl.store(base + j * tile_elems + r, acc)
+    tl.debug_barrier()  # every thread's share of the partial is written before the release below
+    arrived = tl.atomic_add(lock_ptr + rel, 1, sem="acq_rel", scope="gpu")
+    if SPIN:
+        seen = arrived + 1
+        while seen < split:
+            seen = tl.atomic_add(lock_ptr + rel, 0, sem="acquire", scope="gpu")
+        ROWS: tl.constexpr = BLOCK_M // CHUNKS
+        rc = tl.arange(0, ROWS)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        for chunk in range(j, CHUNKS, split):
+            total = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+            for i in range(split):
+                total += tl.load(base + i * tile_elems + chunk * (ROWS * BLOCK_N) + rc, cache_modifier=".cg")
+            epilogue(
+                total, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m * CHUNKS + chunk, pid_n, M, N,
+                stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
+                ROWS, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
+            )  # fmt: skip
+        # the last slice to leave resets the counter for the next launch (all have passed the wait by then)
+        left = tl.atomic_add(lock_ptr + rel, 1, sem="relaxed", scope="gpu")
+        if left == 2 * split - 1:
+            tl.atomic_xchg(lock_ptr + rel, 0, sem="relaxed", scope="gpu")
+    else:
+        if arrived == split - 1:
+            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for i in range(split):
+                total += tl.load(base + i * tile_elems + r, cache_modifier=".cg")
+            tl.atomic_xchg(lock_ptr + rel, 0, sem="relaxed", scope="gpu")
+            epilogue(
+                total, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+                stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
+                BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
+            )  # fmt: skip

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from theodolite.kernels.config import ASYNC_COPY_MIN_BYTES
+from theodolite.kernels.config import ASYNC_COPY_MIN_BYTES, TAIL_CHUNKS, TAIL_MAX_SPLIT, TAIL_MIN_STEPS
 from theodolite.model.hardware import Hardware
 
 PARTIAL_BYTES = 4  # fp32 partial tiles (the kernels' split-K / Stream-K workspace)
@@ -86,14 +86,20 @@ def cost(
     plane = tm * tn
     tiles = batch * plane
     iters = ceil(kt / c.split)
-    sk_programs = mn(c.pprog, tiles * kt)
-    sk_tiles = c.is_sk * (tiles % sk_programs)
-    items = tiles * c.split - sk_tiles
-    grid = ops.where(c.is_split, items, ops.where(c.is_sk, sk_programs, mn(tiles, c.pprog)))
+    # Stream-K (kernels' streamk_partition): whole waves data-parallel, then the last partial wave's tiles cut
+    # into ``sk_split`` aligned K-slices, one program each; a split tail reduces its fp32 partials in the kernel
+    remainder = c.is_sk * (tiles % c.pprog)
+    sk_split = mx(mn(mn(ops.floor(c.pprog / mx(remainder, 1.0)), ops.floor(kt / TAIL_MIN_STEPS)), TAIL_MAX_SPLIT), 1.0)
+    units = remainder * sk_split
+    items = ops.where(c.is_sk, tiles - remainder + units, tiles * c.split)
+    grid = ops.where(c.is_split, items, ops.where(c.is_sk, mx(mn(c.pprog, mx(tiles - remainder, units)), 1.0),
+                                                  mn(tiles, c.pprog)))  # fmt: skip
     conc = mx(mn(grid, c.slots), 1.0)
-    full = ops.floor(items / conc)
+    full = ops.floor((items - units) / conc)
     rest = items - full * conc
     has_rest = rest > 0
+    iters_l = ops.where(units > 0, ceil(kt / sk_split), iters)  # the last wave's K-steps (a Stream-K slice's)
+    reduces = units > remainder  # a split tail: each slice stores a partial, waits, reduces its row chunks
 
     # ---- the window of items running at once: distinct rows/columns under the grouped order ----
     planes = mx(conc / plane, 1.0)  # planes in flight at once: a partial one adds its share, not a whole
@@ -138,44 +144,34 @@ def cost(
     # to overlap them (per work item, once per program when flattened); scalar builds keep one stage
     exposed = mx(c.prefetch - iters, 0.0) * c.stage_fill * (0.0 if scalar else 1.0)
     fixed = before * (1.0 - c.flat_hide) + epilogue + exposed * (1.0 - c.is_flat)
-    sk_iters = ceil(sk_tiles * kt / sk_programs)
-    sk_segments = ops.where(sk_tiles > 0, 1.0 + ceil(sk_iters / kt), 0.0)
+    # a Stream-K slice: its partial stored, then its share (ceil(chunks / split) of TAIL_CHUNKS row chunks) of all
+    # slices' partials read and written out, each at one SM's bandwidth, after two L2 round trips (count in, wait)
+    share = ceil(TAIL_CHUNKS / sk_split) / TAIL_CHUNKS
+    tail = ops.where(reduces, c.elems * (PARTIAL_BYTES * (1.0 + share * sk_split) + out_bytes * (share - 1.0))
+                     / hw.sm_bandwidth + 2.0 * hw.l2_latency_s, 0.0)  # fmt: skip
     sm_time = (
-        full * (fixed + iters * it_f) + has_rest * (fixed + iters * it_l) + c.flat_hide * before + exposed * c.is_flat
-        + sk_iters * it_f * hw.streamk_slowdown + sk_segments * fixed
+        full * (fixed + iters * it_f) + has_rest * (fixed + tail + iters_l * it_l * (1.0 + c.is_sk * (
+            hw.streamk_slowdown - 1.0) * reduces)) + c.flat_hide * before + exposed * c.is_flat
     )  # fmt: skip
 
     # ---- memory system (shared fluid over the whole kernel) ----
-    total_steps = items * iters + sk_tiles * kt
+    total_steps = full * conc * iters + rest * iters_l
     l2_time = total_steps * c.panel * step_bytes / hw.l2_bandwidth
     hbm_bw = hw.hbm_read_bandwidth * (mn(1.0, 0.9 * active_f / hw.hbm_saturation_sms) if hw.hbm_saturation_sms else 1.0)
-    store = (
-        items * ops.where(c.is_split, PARTIAL_BYTES, out_bytes) + sk_segments * sk_programs * PARTIAL_BYTES
-    ) * c.elems
+    store = (items * ops.where(c.is_split, PARTIAL_BYTES, out_bytes) + ops.where(reduces, units, 0.0) * PARTIAL_BYTES
+             ) * c.elems  # fmt: skip
     hbm_time = total_steps / conc * hbm_step / hbm_bw + store / hw.hbm_write_bandwidth
     mem_time = mx(l2_time, hbm_time)
     kernel = mx(sm_time, mem_time)
 
-    # ---- reductions: Stream-K fix-up (a second launch), split-K's in-kernel reduction by the last split ----
-    # one program per shared tile adds that tile's partials in order on its SM: its chain of partial
-    # tiles moves at one SM's bandwidth (tiles beyond one per SM queue), each Stream-K partial after its
-    # load returns (a loop over the sharing programs; split-K's fixed count unrolls), unless the aggregate
-    # workspace traffic is slower
-    ws_l2 = hw.l2_bandwidth
-    partials = ops.where(c.is_sk, (sk_tiles + sk_programs) * c.elems * PARTIAL_BYTES,
-                         tiles * c.split * c.elems * PARTIAL_BYTES)  # fmt: skip
-    second_out = ops.where(c.is_sk, sk_tiles, tiles) * c.elems * out_bytes
-    workspace = ops.where(c.is_sk, sk_programs * 2.0, tiles * c.split) * c.elems * PARTIAL_BYTES
-    ws_bw = ops.where(workspace <= hw.l2_effective_bytes, ws_l2, hw.hbm_read_bandwidth)
-    chain = ops.where(c.is_sk, ceil(sk_tiles / sm) * (ceil(sk_programs / mx(sk_tiles, 1.0)) + 1.0)
-                      * (c.elems * PARTIAL_BYTES / hw.sm_bandwidth + hw.l2_latency_s),
-                      ceil(tiles / sm) * c.split * c.elems * PARTIAL_BYTES / hw.sm_bandwidth)  # fmt: skip
-    second = latency + mx(partials / ws_bw, chain) + second_out / hw.hbm_write_bandwidth
-    has_second = (c.is_sk * sk_tiles + c.is_split) > 0
-    # Stream-K's fix-up launch is issued one launch time after the first: it waits for the first kernel or
-    # for the host, whichever is later (split-K reduces inside its one launch)
-    wait = ops.where(c.is_sk * sk_tiles > 0, mx(hw.launch_kernel_s - kernel, 0.0), 0.0)
-    fixup = ops.where(has_second, second, 0.0) + wait
+    # ---- split-K's reduction (inside its one launch, by the last slice of each tile to arrive) ----
+    # its chain of partial tiles moves at one SM's bandwidth (tiles beyond one per SM queue), unless the
+    # aggregate workspace traffic is slower
+    partials = tiles * c.split * c.elems * PARTIAL_BYTES
+    ws_bw = ops.where(partials <= hw.l2_effective_bytes, hw.l2_bandwidth, hw.hbm_read_bandwidth)
+    chain = ceil(tiles / sm) * c.split * c.elems * PARTIAL_BYTES / hw.sm_bandwidth
+    second = latency + mx(partials / ws_bw, chain) + tiles * c.elems * out_bytes / hw.hbm_write_bandwidth
+    fixup = ops.where(c.is_split > 0, second, 0.0)
     launch = c.launch_fixed + grid * hw.program_start_s / sm
     total = launch + kernel + fixup
     if not detail:
@@ -274,21 +270,28 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         plane = tm * tn
         tiles = batch * plane
         iters = -(-kt // split)
-        if is_sk:
-            sk_programs = tiles * kt
-            if pprog < sk_programs:
-                sk_programs = pprog
-            sk_tiles = tiles % sk_programs
-            items = tiles - sk_tiles
-            grid = sk_programs
+        units = remainder = 0.0
+        sk_split = 1.0
+        if is_sk:  # whole waves data-parallel, the rest in aligned K-slices (core.cost, kernels' streamk_partition)
+            remainder = tiles % pprog
+            if remainder:
+                sk_split = min(pprog // remainder, kt // TAIL_MIN_STEPS, TAIL_MAX_SPLIT)
+                if sk_split < 1:
+                    sk_split = 1.0
+            units = remainder * sk_split
+            items = tiles - remainder + units
+            grid = tiles - remainder if tiles - remainder > units else units
+            if pprog < grid:
+                grid = pprog
+            if grid < 1:
+                grid = 1
         else:
-            sk_tiles = 0
             items = tiles * split
             grid = items if is_split else (tiles if tiles < pprog else pprog)
         conc = grid if grid < slots else slots
         if conc < 1.0:
             conc = 1.0
-        full = (items / conc).__floor__()
+        full = ((items - units) / conc).__floor__()
         rest = items - full * conc
         w = conc if conc < plane else plane
         gmm = gm if gm < tm else tm
@@ -317,17 +320,20 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         exposed = (prefetch - iters) * stage_fill if iters < prefetch else 0.0  # zero-filled prologue (core.cost)
         fixed += exposed * (1.0 - is_flat)  # per work item, or once per program for a flattened loop
         sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over) + exposed * is_flat
+        total_steps = full * conc * iters
+        store = items * item_bytes
         if rest > 0:
             it_l = -(-rest // (rest if rest < sm else sm)) * per_program
-            sm_time += fixed + iters * (chain if chain > it_l else it_l)
-        total_steps = items * iters
-        store = items * item_bytes
-        if sk_tiles > 0:
-            sk_iters = -(-(sk_tiles * kt) // sk_programs)
-            sk_segments = 1.0 + -(-sk_iters // kt)
-            sm_time += sk_iters * it_f * sk_slow + sk_segments * fixed
-            total_steps += sk_tiles * kt
-            store += sk_segments * sk_programs * partial_tile
+            if chain > it_l:
+                it_l = chain
+            iters_l = -(-kt // sk_split) if units else iters
+            if units > remainder:  # a split Stream-K tail (core.cost)
+                share = -(-TAIL_CHUNKS // sk_split) / TAIL_CHUNKS
+                sm_time += (elems * (PARTIAL_BYTES * (1.0 + share * sk_split) + out_bytes * (share - 1.0)) / sm_bw
+                            + 2.0 * l2_lat) + iters_l * it_l * (sk_slow - 1.0)  # fmt: skip
+                store += units * partial_tile
+            sm_time += fixed + iters_l * it_l
+            total_steps += rest * iters_l
         kernel = total_steps * request_step / l2_bw
         if sm_time > kernel:
             kernel = sm_time
@@ -340,21 +346,11 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         if hbm_time > kernel:
             kernel = hbm_time
         total = launch_fixed + grid * start_per_sm + kernel
-        if is_split or sk_tiles > 0:
-            if is_sk:
-                partials = (sk_tiles + sk_programs) * partial_tile
-                second_out = sk_tiles * elems * out_bytes
-                workspace = sk_programs * 2.0 * partial_tile
-                chain = -(-sk_tiles // sm) * (-(-sk_programs // sk_tiles) + 1.0) * (partial_tile / sm_bw + l2_lat)
-                if kernel < launch:
-                    total += launch - kernel
-            else:
-                partials = tiles * split * partial_tile
-                second_out = tiles * elems * out_bytes
-                workspace = partials
-                chain = -(-tiles // sm) * split * partial_tile / sm_bw
-            spread = partials / (l2_bw if workspace <= l2_eff else hbm_read)
-            total += latency + (chain if chain > spread else spread) + second_out / hbm_write
+        if is_split:
+            partials = tiles * split * partial_tile
+            chain = -(-tiles // sm) * split * partial_tile / sm_bw
+            spread = partials / (l2_bw if partials <= l2_eff else hbm_read)
+            total += latency + (chain if chain > spread else spread) + tiles * elems * out_bytes / hbm_write
         return total
 
     return cost_of

@@ -75,8 +75,9 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "scalar (misaligned-row) loads one thread keeps outstanding per K-iteration before waiting for them",
     ),
     "model_streamk_slowdown": (
-        2.0,
-        "time per K-iteration of Stream-K's shared-tile phase relative to its data-parallel phase",
+        1.0,
+        "time per K-iteration of a Stream-K tail slice relative to the data-parallel phase (the slices run in "
+        "K lockstep and share their panels in L2 as the data-parallel tiles do)",
     ),
     "model_l2_bandwidth_scale": (
         1.0,

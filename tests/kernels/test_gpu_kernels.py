@@ -207,3 +207,25 @@ def test_gemm_launch_cache_misaligned_and_views(monkeypatch: pytest.MonkeyPatch)
             x = base[offset : offset + 128 * 256].view(128, 256)
             y = operand(256, 192, False, torch.bfloat16)
             assert rel_error(k.gemm(x, y, config), x.double() @ y.double()) <= TOL["bf16"], offset
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "kk"),
+    [(1200, 2200, 4096), (640, 896, 10240), (419, 40, 9016), (128, 4096, 4096)],  # a wave + split tail; tails only
+)
+def test_streamk_split_tails(m: int, n: int, kk: int) -> None:
+    """The tail's slices wait for each other and reduce row chunks (SPIN): exact against the last-arriver sum
+    order (deterministic across runs), with bias and beta*C through the chunked epilogue."""
+    k = _kernels()
+    config = k.GemmConfig("streamk", 128, 128, 64, 8, 8, 4) if n > 64 else k.GemmConfig("streamk", 64, 64, 64, 8, 4, 4)
+    a = operand(m, kk, False, torch.bfloat16)
+    b = operand(kk, n, False, torch.bfloat16)
+    c = operand(m, n, False, torch.bfloat16)
+    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+    plan = k.plan_gemm(a, b, config, beta=0.5, c=c, bias=bias)
+    assert plan.steps[-1].kwargs["split"] > 1
+    first = plan.run().clone()
+    ref = a.double() @ b.double() + 0.5 * c.double() + bias.double()
+    assert rel_error(first, ref) <= TOL["bf16"]
+    for _ in range(5):
+        assert torch.equal(first, plan.run())

@@ -24,6 +24,7 @@ from theodolite.kernels.config import (
     operand_loads,
     programs_per_sm,
     smem_bytes,
+    streamk_partition,
 )
 
 H100 = KernelLimits("sm_90", 227 * 1024, 65536, 255, 1024, 32, 132, 228 * 1024, 2048)
@@ -174,3 +175,21 @@ def test_legal_configs_subset_and_smem() -> None:
     assert legal and set(legal) <= set(config_space("bf16"))
     assert all(smem_bytes(c, "bf16") <= H100.smem_bytes_per_block for c in legal)
     assert all(1 <= programs_per_sm(c, "bf16", H100) <= 4 for c in legal)
+
+
+@pytest.mark.parametrize(
+    ("tiles", "programs", "k_steps", "expected"),
+    [
+        (150, 132, 66, (132, 7)),  # 768x3200 in 128x128 tiles: a wave, then 18 tiles in 132 // 18 = 7 slices
+        (35, 132, 160, (0, 3)),  # 640x896x10240: 35 tiles, 3 slices each fit one wave
+        (264, 132, 64, (264, 1)),  # whole waves: nothing to split
+        (7, 396, 141, (0, 8)),  # 419x40x9016 in 64x64 tiles: at most 8 slices
+        (5, 132, 8, (0, 2)),  # each slice at least 4 K-steps
+        (5, 132, 3, (0, 1)),  # too short to split at all
+        (1, 1, 100, (1, 1)),  # one program: one full wave
+    ],
+)
+def test_streamk_partition(tiles: int, programs: int, k_steps: int, expected: tuple[int, int]) -> None:
+    dp_tiles, split = streamk_partition(tiles, programs, k_steps)
+    assert (dp_tiles, split) == expected
+    assert dp_tiles % programs == 0 and (tiles - dp_tiles) * split <= programs

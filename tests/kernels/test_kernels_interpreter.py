@@ -113,10 +113,25 @@ def test_splitk_remainders(k: int, split: int) -> None:
     check(run(a, b, GemmConfig("splitk", 16, 16, 16, 2, 4, 2, split)), a, b, torch.float32)
 
 
-@pytest.mark.parametrize(("m", "n", "k", "sms"), [(40, 40, 70, 3), (80, 16, 48, 3), (16, 16, 200, 5), (33, 47, 17, 2)])
-def test_streamk_remainders(m: int, n: int, k: int, sms: int) -> None:
+@pytest.mark.parametrize(
+    ("m", "n", "k", "sms", "dp_tiles", "split"),
+    [  # the interpreter's limits give this config 4 programs per SM
+        (40, 40, 70, 3, 0, 1),  # 9 tiles on 12 programs; 5 K-steps are too few to split
+        (16, 16, 200, 5, 0, 3),  # one tile: 13 K-steps in 3 slices (4, 4, 5) of at least 4
+        (16, 16, 600, 5, 0, 8),  # one tile: 38 K-steps in the most slices, 8
+        (33, 47, 17, 2, 8, 1),  # 9 tiles on 8 programs: a wave, then one tile of 2 K-steps whole
+        (40, 48, 160, 2, 8, 2),  # a wave, then one tile in 2 slices of 5 K-steps
+        (40, 48, 512, 1, 8, 4),  # two waves, then one tile in 4 slices (all 4 programs)
+        (70, 16, 300, 4, 0, 3),  # 5 tiles in 3 slices each on 16 programs
+        (48, 64, 256, 1, 12, 1),  # 12 tiles on 4 programs: three full waves, no tail
+    ],
+)
+def test_streamk_partitions(m: int, n: int, k: int, sms: int, dp_tiles: int, split: int) -> None:
     a = operand(m, k, False, torch.float32)
     b = operand(k, n, False, torch.float32)
+    plan = plan_gemm(a, b, CONFIGS["streamk"], num_sms=sms, precision="ieee")
+    launched = plan.steps[-1].kwargs
+    assert (launched["dp_tiles"], launched["split"]) == (dp_tiles, split)
     out = torch.full((m, n), float("nan"))
     gemm(a, b, CONFIGS["streamk"], out=out, num_sms=sms, precision="ieee")
     check(out, a, b, torch.float32)

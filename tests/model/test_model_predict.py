@@ -182,19 +182,25 @@ def test_empty_problem() -> None:
 
 
 def test_reductions_follow_the_kernels() -> None:
-    """Split-K reduces inside its one launch (no second-launch wait); Stream-K's fix-up program adds a shared
-    tile's partials one after another on its SM, so its time grows with the programs sharing the tile."""
+    """Split-K reduces inside its one launch (no second-launch wait); so does Stream-K: its tail's slices each
+    store a partial and reduce a share of the tile's row chunks, at one SM's bandwidth each."""
     sat = 55.0
     profile = _with(H100, hbm_saturation_sms=sat)
     per_sm = H100.value("hbm_read_bandwidth") / sat
     tiny = predict(Problem(16, 64, 1024), _config("splitk/16x64x128/g8/w4/s4/k8"), profile)
     assert tiny.breakdown["fixup"] < 0.25 * H100.value("launch_overhead")
-    # 128x512 in 64x128 tiles: 8 tiles, all shared by the 2 x 132 Stream-K programs (33 per tile + 1)
+    # 128x512 in 64x128 tiles: 8 tiles, each in min(264 // 8, 192 // 4, 8) = 8 slices of 24 K-steps
     config = _config("streamk/64x128x64/g8/w4/s4/k1")
-    shared = predict(Problem(128, 512, 12288), config, profile)
-    chain = (264 // 8 + 1) * 64 * 128 * 4 / per_sm
-    assert shared.breakdown["fixup"] >= chain
-    assert predict(Problem(128, 512, 12288), config, H100).breakdown["fixup"] < chain  # no per-SM figure: no term
+    shape = Problem(128, 512, 12288)
+    sliced = predict(shape, config, profile)
+    split = sliced.breakdown
+    assert split["fixup"] == 0.0 and sliced.details["items"] == 64 and sliced.details["concurrent"] == 64
+    # against the same 8 tiles whole (data-parallel): a slice runs 1/8 of the K-steps, plus its reduction
+    # (its partial stored, then 8 slices' partials of its one row chunk read: 2 x 32 KB at one SM's bandwidth)
+    whole = predict(shape, _config("persistent/64x128x64/g8/w4/s4/k1"), profile).breakdown
+    reduction = 2 * 64 * 128 * 4 / per_sm
+    assert split["sm_time"] > reduction
+    assert split["sm_time"] < whole["sm_time"] / 8 + 2 * reduction + 4e-6
 
 
 def test_short_loops_pay_their_zero_filled_prologue() -> None:

@@ -143,7 +143,7 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
             "1", "model fit: scalar loads a thread keeps outstanding per K-iteration", False, 0, 1e9
         ),
         "model_streamk_slowdown": MetricSpec(
-            "1", "model fit: Stream-K shared-tile iteration time relative to data-parallel", False, 0, 1e3
+            "1", "model fit: Stream-K tail-slice iteration time relative to data-parallel", False, 0, 1e3
         ),
         "model_l2_bandwidth_scale": MetricSpec(
             "1", "model fit: L2 bandwidth of the kernels' tile loads relative to l2_bandwidth", False, 0, 100
