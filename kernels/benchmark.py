@@ -374,7 +374,7 @@ class _WrongResult(Exception):
 def _checked_plan(inputs: _ShapeInputs, config: GemmConfig) -> tuple[Any, float, float]:
     """(plan, ms of one checked run, max relative error) after a warm-up run and a NaN-poisoned checked run.
 
-    Warm-up first, always: a plan may launch a kernel (a Stream-K fix-up, a specialisation for M == 1, ...)
+    Warm-up first, always: a plan may launch a kernel (an aligned copy, a specialisation for M == 1, ...)
     that no earlier shape loaded, and that JIT load must not become its time.  Raises _WrongResult."""
     from theodolite.kernels.launch import plan_gemm
 

@@ -6,7 +6,7 @@ microseconds):
     iteration = max(programs x (compute, shared memory, load issue), own work or latency + overhead)
     tile      = latency + tile overhead + iterations x iteration + store of the tile
     kernel    = full waves x tile(full wave) + tile(last, partial wave)
-    total     = launches + aligned copies + kernel + Stream-K / split-K fix-up
+    total     = launches + aligned copies + kernel + split-K reduction (Stream-K reduces inside its kernel)
 
 where a wave is the set of work items running at once (programs that fit on the SMs), and
 every per-wave term is evaluated for the full waves and again for the smaller last wave.
