@@ -156,11 +156,13 @@ def cost(
 
     # ---- memory system (shared fluid over the whole kernel) ----
     total_steps = full * conc * iters + rest * iters_l
-    l2_time = total_steps * c.panel * step_bytes / hw.l2_bandwidth
+    # a split Stream-K tail writes each output tile once; its slices' fp32 partials cross L2 twice (stored,
+    # read back by the reducing slices) and reach HBM once (the dirty lines written back)
+    workspace = ops.where(reduces, units, 0.0) * c.elems * PARTIAL_BYTES
+    l2_time = (total_steps * c.panel * step_bytes + 2.0 * workspace) / hw.l2_bandwidth
     hbm_bw = hw.hbm_read_bandwidth * (mn(1.0, 0.9 * active_f / hw.hbm_saturation_sms) if hw.hbm_saturation_sms else 1.0)
-    store = (items * ops.where(c.is_split, PARTIAL_BYTES, out_bytes) + ops.where(reduces, units, 0.0) * PARTIAL_BYTES
-             ) * c.elems  # fmt: skip
-    hbm_time = total_steps / conc * hbm_step / hbm_bw + store / hw.hbm_write_bandwidth
+    store = ops.where(c.is_sk, tiles * out_bytes, items * ops.where(c.is_split, PARTIAL_BYTES, out_bytes)) * c.elems
+    hbm_time = total_steps / conc * hbm_step / hbm_bw + (store + workspace) / hw.hbm_write_bandwidth
     mem_time = mx(l2_time, hbm_time)
     kernel = mx(sm_time, mem_time)
 
@@ -201,6 +203,7 @@ def cost(
         "#l2_hit": 1.0 - miss,
         "#resident_per_sm": occ_f,
         "#iterations": iters,
+        "#tail_split": ops.where(reduces, sk_split, 1.0),  # K-slices per tile of a Stream-K last wave
     }
 
 
@@ -321,7 +324,8 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         fixed += exposed * (1.0 - is_flat)  # per work item, or once per program for a flattened loop
         sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over) + exposed * is_flat
         total_steps = full * conc * iters
-        store = items * item_bytes
+        store = (tiles * out_bytes * elems) if is_sk else items * item_bytes
+        workspace = 0.0
         if rest > 0:
             it_l = -(-rest // (rest if rest < sm else sm)) * per_program
             if chain > it_l:
@@ -331,10 +335,10 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
                 share = -(-TAIL_CHUNKS // sk_split) / TAIL_CHUNKS
                 sm_time += (elems * (PARTIAL_BYTES * (1.0 + share * sk_split) + out_bytes * (share - 1.0)) / sm_bw
                             + 2.0 * l2_lat) + iters_l * it_l * (sk_slow - 1.0)  # fmt: skip
-                store += units * partial_tile
+                workspace = units * partial_tile  # through L2 twice, to HBM once (core.cost)
             sm_time += fixed + iters_l * it_l
             total_steps += rest * iters_l
-        kernel = total_steps * request_step / l2_bw
+        kernel = (total_steps * request_step + 2.0 * workspace) / l2_bw
         if sm_time > kernel:
             kernel = sm_time
         hbm_bw = hbm_read
@@ -342,7 +346,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
             share = 0.9 * active_f / hbm_sat
             if share < 1.0:
                 hbm_bw *= share
-        hbm_time = total_steps / conc * hbm_step / hbm_bw + store / hbm_write
+        hbm_time = total_steps / conc * hbm_step / hbm_bw + (store + workspace) / hbm_write
         if hbm_time > kernel:
             kernel = hbm_time
         total = launch_fixed + grid * start_per_sm + kernel

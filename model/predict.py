@@ -49,6 +49,7 @@ _TERM_NAMES = (
     "launch", "copy", "sm_time", "mem_time", "l2_time", "hbm_time", "fixup", "iter_compute", "iter_smem",
     "iter_l2", "iter_hbm", "iter_issue", "iter_latency", "iter_total", "fixed_per_item", "zero_fill", "#tiles",
     "#items", "#concurrent", "#waves", "#last_wave_busy", "#sm_busy", "#l2_hit", "#resident_per_sm", "#iterations",
+    "#tail_split",
 )  # fmt: skip
 _TERMS = ("compute", "smem", "l2", "hbm", "issue", "latency")
 _TERM_CLASS = {
@@ -305,7 +306,7 @@ def evaluate(table: ConfigTable, problem: Problem, detail: bool = False) -> tupl
             return base, {}
         zero = np.zeros(table.bm.shape)
         terms = {name: zero for name in _TERM_NAMES}
-        terms.update({"launch": base, "#sm_busy": zero + 1.0, "#last_wave_busy": zero + 1.0})
+        terms.update({"launch": base, "#sm_busy": zero + 1.0, "#last_wave_busy": zero + 1.0, "#tail_split": zero + 1.0})
         return base, terms
     total, terms = core.cost(m, n, k, batch, a_vec, b_vec, problem.output_bytes, table, hw, core.NumpyOps, detail)
     total = total + copy_s
