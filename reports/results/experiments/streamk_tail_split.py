@@ -1,0 +1,179 @@
+"""How the Stream-K variant's time depends on how many K-slices its last wave's tiles are cut into.
+
+The kernel's policy (``config.streamk_partition``) cuts each tile of the last partial wave into as many
+aligned K-slices as the programs allow (at most 8, each >= 4 K-steps).  This forces every smaller split
+too (1 = the tail runs data-parallel, one program per tile) and times them side by side with
+torch.matmul, the way ``theodolite validate`` times a shape (CUDA-graph replays over rotated inputs when
+they fit in L2, L2-flushed runs otherwise).  The model's prediction for each forced split is added
+offline by ``--predict`` (no GPU), so the curve of measured against predicted can be compared.
+
+On a GPU machine, from the repository root (writes ``$OUT/streamk-tail-split.json``, prints a table)::
+
+    PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/streamk_tail_split.py
+
+Then, on any machine::
+
+    python3 reports/results/experiments/streamk_tail_split.py --predict FILE.json --profile P.h5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from typing import Any
+
+# (M, N, K): Stream-K picks the model got wrong or shapes where a Stream-K config is the sweep's best
+# (H100 results, 2026-11-23), and one synthetic shape whose tail is L2-bound in the model
+SHAPES = [
+    (1, 4096, 4096),
+    (128, 4096, 4096),
+    (512, 4096, 4096),
+    (128, 6144, 4096),
+    (128, 1280, 2944),
+    (128, 5248, 1920),
+    (3690, 92, 933),
+    (3109, 121, 10157),
+    (640, 896, 10240),
+    (801, 241, 10321),
+    (656, 45, 8053),
+    (419, 40, 9016),
+    (1442, 764, 4208),
+]
+CONFIGS = (
+    "streamk/64x64x64/g8/w4/s4/k1",
+    "streamk/64x128x64/g8/w4/s4/k1",
+    "streamk/128x128x64/g8/w8/s4/k1",
+    "streamk/128x256x64/g8/w8/s3/k1",
+)
+SPLITS = (1, 2, 3, 4, 5, 6, 8)
+
+
+def _forced_plans(launch: Any, inputs: Any, config: Any, split: int) -> tuple[list[Any], int, float]:
+    """Plans of every rotated input set with the tail forced to ``split`` K-slices; the split the plan
+    really launches and the checked run's error (a NaN-poisoned output first)."""
+    import torch
+    from theodolite.kernels.benchmark import _max_rel_error
+
+    def forced(tiles: int, programs: int, k_steps: int) -> tuple[int, int]:
+        return tiles - tiles % programs, split
+
+    original = launch.streamk_partition
+    launch.streamk_partition = forced
+    try:
+        plans = [launch.plan_gemm(a, b, config, out=o) for a, b, _, o in inputs.sets]
+    finally:
+        launch.streamk_partition = original
+    used = int(plans[0].steps[-1].kwargs["split"])
+    plans[0].run()
+    inputs.sets[0][3].fill_(math.nan)
+    plans[0].run()
+    torch.cuda.synchronize()
+    return plans, used, _max_rel_error(inputs.sets[0][3], inputs.ref)
+
+
+def measure() -> dict[str, Any]:
+    import torch
+    from theodolite.kernels import launch
+    from theodolite.kernels.benchmark import Timer, _shape_inputs
+    from theodolite.kernels.config import TAIL_MIN_STEPS, GemmConfig, programs_per_sm, streamk_partition
+
+    limits = launch.device_limits(torch.device("cuda"))
+    timer = Timer()
+    sms = limits.sm_count
+    rows: list[dict[str, Any]] = []
+    started = time.time()
+    for index, (m, n, k) in enumerate(SHAPES):
+        inputs = _shape_inputs(m, n, k, "bf16", "nn", timer, rotate=True)
+        names: list[str] = ["torch"]
+        candidates: list[list[Any]] = [inputs.torch_fns]
+        meta: list[dict[str, Any]] = [{}]
+        for key in CONFIGS:
+            config = GemmConfig.from_key(key)
+            per_sm = programs_per_sm(config, "bf16", limits)
+            programs = sms * per_sm
+            tiles = -(-m // config.block_m) * -(-n // config.block_n)
+            k_steps = -(-k // config.block_k)
+            remainder = tiles % programs
+            policy = streamk_partition(tiles, programs, k_steps)[1]
+            if remainder == 0:
+                continue
+            for split in SPLITS:
+                if remainder * split > programs or (split > 1 and k_steps // split < TAIL_MIN_STEPS):
+                    continue
+                try:
+                    plans, used, error = _forced_plans(launch, inputs, config, split)
+                except Exception as failure:  # a shape the kernel path does not take: say so, go on
+                    print(f"{m}x{n}x{k} {key}@{split}: {type(failure).__name__}: {failure}", file=sys.stderr)
+                    continue
+                names.append(f"{key}@{split}")
+                candidates.append([p.run for p in (plans if inputs.rotation else plans[:1])])
+                meta.append({"config": key, "split": used, "policy_split": policy, "tiles": tiles,
+                             "programs": programs, "k_steps": k_steps, "max_rel_error": error})  # fmt: skip
+        if inputs.rotation:
+            times = timer.interleaved(candidates, keep=[0])
+        else:
+            times = timer.flushed_interleaved([c[0] for c in candidates])
+        torch_ms = times[0]
+        for ms, info in zip(times[1:], meta[1:], strict=True):
+            rows.append({"M": m, "N": n, "K": k, **info, "ms": ms, "torch_ms": torch_ms})
+        print(f"[{index + 1}/{len(SHAPES)}] {m}x{n}x{k}: {len(names) - 1} runs, {time.time() - started:.0f} s",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return {"device": torch.cuda.get_device_name(0), "sms": sms, "torch": torch.__version__, "rows": rows}
+
+
+def predict(path: str, profile_path: str) -> dict[str, Any]:
+    """The model's time of each measured (shape, config, split): its tail split capped at the forced one."""
+    from theodolite.kernels.config import GemmConfig, Problem
+    from theodolite.model import core
+    from theodolite.model import predict as model_predict
+
+    from theodolite.profile.hdf5 import load_profile
+
+    profile = load_profile(profile_path)
+    with open(path) as f:
+        data = json.load(f)
+    keep = core.TAIL_MAX_SPLIT
+    try:
+        for row in data["rows"]:
+            core.TAIL_MAX_SPLIT = row["split"]
+            p = model_predict(Problem(row["M"], row["N"], row["K"]), GemmConfig.from_key(row["config"]), profile)
+            row["predicted_ms"] = p.time_s * 1e3
+            row["predicted_split"] = p.details["tail_split"]
+    finally:
+        core.TAIL_MAX_SPLIT = keep
+    data["profile"] = profile_path
+    return data
+
+
+def table(data: dict[str, Any]) -> None:
+    print(f"{'shape':>18} {'config':>32} {'split':>5} {'ms':>8} {'vs torch':>8} {'pred ms':>8}")
+    for r in data["rows"]:
+        pred = f"{r['predicted_ms']:.4f}" if "predicted_ms" in r else "-"
+        mark = "*" if r["split"] == r["policy_split"] else " "
+        print(f"{r['M']:>6}x{r['N']:>5}x{r['K']:>5} {r['config']:>32} {r['split']:>4}{mark} {r['ms']:.4f} "
+              f"{r['torch_ms'] / r['ms']:>8.3f} {pred:>8}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--predict", metavar="JSON", help="add the model's predictions to a measured file")
+    parser.add_argument("--profile", help="profile for --predict")
+    parser.add_argument("-o", "--output", help="where to write (default: $OUT/streamk-tail-split.json or --predict)")
+    args = parser.parse_args()
+    if args.predict:
+        data = predict(args.predict, args.profile)
+        output = args.output or args.predict
+    else:
+        data = measure()
+        output = args.output or os.path.join(os.environ.get("OUT", "."), "streamk-tail-split.json")
+    with open(output, "w") as f:
+        json.dump(data, f, indent=1)
+    table(data)
+
+
+if __name__ == "__main__":
+    main()
