@@ -157,12 +157,13 @@ def cost(
     # ---- memory system (shared fluid over the whole kernel) ----
     total_steps = full * conc * iters + rest * iters_l
     # a split Stream-K tail writes each output tile once; its slices' fp32 partials cross L2 twice (stored,
-    # read back by the reducing slices) and reach HBM once (the dirty lines written back)
+    # read back by the reducing slices) and go to HBM and back: measured, 128x256 tiles gain nothing past 4-5
+    # slices, as this traffic says (reports/results/experiments, Stream-K "how many K-slices")
     workspace = ops.where(reduces, units, 0.0) * c.elems * PARTIAL_BYTES
     l2_time = (total_steps * c.panel * step_bytes + 2.0 * workspace) / hw.l2_bandwidth
     hbm_bw = hw.hbm_read_bandwidth * (mn(1.0, 0.9 * active_f / hw.hbm_saturation_sms) if hw.hbm_saturation_sms else 1.0)
     store = ops.where(c.is_sk, tiles * out_bytes, items * ops.where(c.is_split, PARTIAL_BYTES, out_bytes)) * c.elems
-    hbm_time = total_steps / conc * hbm_step / hbm_bw + (store + workspace) / hw.hbm_write_bandwidth
+    hbm_time = (total_steps / conc * hbm_step + workspace) / hbm_bw + (store + workspace) / hw.hbm_write_bandwidth
     mem_time = mx(l2_time, hbm_time)
     kernel = mx(sm_time, mem_time)
 
@@ -335,7 +336,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
                 share = -(-TAIL_CHUNKS // sk_split) / TAIL_CHUNKS
                 sm_time += (elems * (PARTIAL_BYTES * (1.0 + share * sk_split) + out_bytes * (share - 1.0)) / sm_bw
                             + 2.0 * l2_lat) + iters_l * it_l * (sk_slow - 1.0)  # fmt: skip
-                workspace = units * partial_tile  # through L2 twice, to HBM once (core.cost)
+                workspace = units * partial_tile  # through L2 twice, to HBM and back (core.cost)
             sm_time += fixed + iters_l * it_l
             total_steps += rest * iters_l
         kernel = (total_steps * request_step + 2.0 * workspace) / l2_bw
@@ -346,7 +347,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
             share = 0.9 * active_f / hbm_sat
             if share < 1.0:
                 hbm_bw *= share
-        hbm_time = total_steps / conc * hbm_step / hbm_bw + (store + workspace) / hbm_write
+        hbm_time = (total_steps / conc * hbm_step + workspace) / hbm_bw + (store + workspace) / hbm_write
         if hbm_time > kernel:
             kernel = hbm_time
         total = launch_fixed + grid * start_per_sm + kernel

@@ -302,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--write-profile", default=None, metavar="PATH",
         help="store the fitted/set parameters in this profile (a copy of --profile; replaced atomically)",
     )  # fmt: skip
+    parser.add_argument("--note", default="", help="with --write-profile: why these values (kept with each metric)")
     args = parser.parse_args(argv)
     from theodolite.api import resolve
 
@@ -324,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write_profile:
         if not stored:
             parser.error("--write-profile needs --fit or --set (nothing to store)")
-        write_parameters(profile, stored, args.write_profile, args.results)
+        write_parameters(profile, stored, args.write_profile, args.results, note=args.note)
         print(f"wrote {', '.join(sorted(stored))} to {args.write_profile} (method model-fit)")
     pickers = {}
     if not args.no_peers:
