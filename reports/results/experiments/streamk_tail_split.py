@@ -88,9 +88,8 @@ def measure() -> dict[str, Any]:
     started = time.time()
     for index, (m, n, k) in enumerate(SHAPES):
         inputs = _shape_inputs(m, n, k, "bf16", "nn", timer, rotate=True)
-        names: list[str] = ["torch"]
-        candidates: list[list[Any]] = [inputs.torch_fns]
-        meta: list[dict[str, Any]] = [{}]
+        candidates: list[list[Any]] = [inputs.torch_fns]  # torch.matmul first, then every (config, split)
+        meta: list[dict[str, Any]] = []
         for key in CONFIGS:
             config = GemmConfig.from_key(key)
             per_sm = programs_per_sm(config, "bf16", limits)
@@ -109,7 +108,6 @@ def measure() -> dict[str, Any]:
                 except Exception as failure:  # a shape the kernel path does not take: say so, go on
                     print(f"{m}x{n}x{k} {key}@{split}: {type(failure).__name__}: {failure}", file=sys.stderr)
                     continue
-                names.append(f"{key}@{split}")
                 candidates.append([p.run for p in (plans if inputs.rotation else plans[:1])])
                 meta.append({"config": key, "split": used, "policy_split": policy, "tiles": tiles,
                              "programs": programs, "k_steps": k_steps, "max_rel_error": error})  # fmt: skip
@@ -118,9 +116,9 @@ def measure() -> dict[str, Any]:
         else:
             times = timer.flushed_interleaved([c[0] for c in candidates])
         torch_ms = times[0]
-        for ms, info in zip(times[1:], meta[1:], strict=True):
+        for ms, info in zip(times[1:], meta, strict=True):
             rows.append({"M": m, "N": n, "K": k, **info, "ms": ms, "torch_ms": torch_ms})
-        print(f"[{index + 1}/{len(SHAPES)}] {m}x{n}x{k}: {len(names) - 1} runs, {time.time() - started:.0f} s",
+        print(f"[{index + 1}/{len(SHAPES)}] {m}x{n}x{k}: {len(meta)} runs, {time.time() - started:.0f} s",
               file=sys.stderr, flush=True)  # fmt: skip
     return {"device": torch.cuda.get_device_name(0), "sms": sms, "torch": torch.__version__, "rows": rows}
 
