@@ -130,8 +130,16 @@ def test_streamk_partitions(m: int, n: int, k: int, sms: int, dp_tiles: int, spl
     a = operand(m, k, False, torch.float32)
     b = operand(k, n, False, torch.float32)
     plan = plan_gemm(a, b, CONFIGS["streamk"], num_sms=sms, precision="ieee")
-    launched = plan.steps[-1].kwargs
-    assert (launched["dp_tiles"], launched["split"]) == (dp_tiles, split)
+    step = plan.steps[-1]
+    if split == 1:  # nothing to split: the same data-parallel schedule, run by the persistent kernel
+        from theodolite.kernels.persistent import persistent_kernel
+
+        tiles = -(-m // CONFIGS["streamk"].block_m) * -(-n // CONFIGS["streamk"].block_n)
+        assert step.kernel is persistent_kernel
+        assert step.grid == (min(tiles, 4 * sms),) and step.kwargs["FLATTEN"] is False
+        assert dp_tiles == tiles - tiles % (4 * sms)
+    else:
+        assert (step.kwargs["dp_tiles"], step.kwargs["split"]) == (dp_tiles, split)
     out = torch.full((m, n), float("nan"))
     gemm(a, b, CONFIGS["streamk"], out=out, num_sms=sms, precision="ieee")
     check(out, a, b, torch.float32)
