@@ -145,10 +145,14 @@ def cost(
     exposed = mx(c.prefetch - iters, 0.0) * c.stage_fill * (0.0 if scalar else 1.0)
     fixed = before * (1.0 - c.flat_hide) + epilogue + exposed * (1.0 - c.is_flat)
     # a Stream-K slice: its partial stored, then its share (ceil(chunks / split) of TAIL_CHUNKS row chunks) of all
-    # slices' partials read and written out, each at one SM's bandwidth, after two L2 round trips (count in, wait)
-    share = ceil(TAIL_CHUNKS / sk_split) / TAIL_CHUNKS
-    tail = ops.where(reduces, c.elems * (PARTIAL_BYTES * (1.0 + share * sk_split) + out_bytes * (share - 1.0))
-                     / hw.sm_bandwidth + 2.0 * hw.l2_latency_s, 0.0)  # fmt: skip
+    # slices' partials read and written out through its SM, the fp32 partial traffic at 1/streamk_reduce_cost of
+    # one SM's bandwidth; two L2 round trips (count in, wait), and one per chunk load: the reduction's loop over
+    # slices is not pipelined, so its ceil(chunks / split) x split loads are a chain (kernels' _reduce_slices)
+    chunk_loads = ceil(TAIL_CHUNKS / sk_split)
+    share = chunk_loads / TAIL_CHUNKS
+    tail = ops.where(reduces, c.elems * (hw.streamk_reduce_cost * PARTIAL_BYTES * (1.0 + share * sk_split)
+                     + out_bytes * (share - 1.0)) / hw.sm_bandwidth
+                     + (2.0 + chunk_loads * sk_split) * hw.l2_latency_s, 0.0)  # fmt: skip
     sm_time = (
         full * (fixed + iters * it_f) + has_rest * (fixed + tail + iters_l * it_l * (1.0 + c.is_sk * (
             hw.streamk_slowdown - 1.0) * reduces)) + c.flat_hide * before + exposed * c.is_flat
@@ -243,7 +247,7 @@ def hardware_tuple(hw: Hardware) -> tuple[float, ...]:
     return (
         float(hw.element_bytes), hw.l2_effective_bytes, hw.l2_latency_s, hw.hbm_latency_s, hw.iteration_overhead_s,
         hw.tile_overhead_s, hw.l2_bandwidth, hw.hbm_read_bandwidth, hw.hbm_saturation_sms, hw.hbm_write_bandwidth,
-        hw.launch_kernel_s, hw.program_start_s, hw.streamk_slowdown, hw.sm_bandwidth,
+        hw.launch_kernel_s, hw.program_start_s, hw.streamk_slowdown, hw.sm_bandwidth, hw.streamk_reduce_cost,
     )  # fmt: skip
 
 
@@ -256,7 +260,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh,
      it_extra, stage_fill, prefetch, is_flat) = c  # fmt: skip
     (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, _launch, prog_start, sk_slow,
-     sm_bw) = h  # fmt: skip
+     sm_bw, sk_reduce) = h  # fmt: skip
     it_over = it_over + it_extra  # this config's loop bookkeeping per K-iteration
     step_bytes = bk * e
     request_step = panel * step_bytes
@@ -333,9 +337,11 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
                 it_l = chain
             iters_l = -(-kt // sk_split) if units else iters
             if units > remainder:  # a split Stream-K tail (core.cost)
-                share = -(-TAIL_CHUNKS // sk_split) / TAIL_CHUNKS
-                sm_time += (elems * (PARTIAL_BYTES * (1.0 + share * sk_split) + out_bytes * (share - 1.0)) / sm_bw
-                            + 2.0 * l2_lat) + iters_l * it_l * (sk_slow - 1.0)  # fmt: skip
+                chunk_loads = -(-TAIL_CHUNKS // sk_split)
+                share = chunk_loads / TAIL_CHUNKS
+                traffic = elems * (sk_reduce * PARTIAL_BYTES * (1.0 + share * sk_split) + out_bytes * (share - 1.0))
+                round_trips = 2.0 + chunk_loads * sk_split
+                sm_time += traffic / sm_bw + round_trips * l2_lat + iters_l * it_l * (sk_slow - 1.0)
                 workspace = units * partial_tile  # through L2 twice, to HBM and back (core.cost)
             sm_time += fixed + iters_l * it_l
             total_steps += rest * iters_l

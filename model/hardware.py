@@ -79,6 +79,12 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "time per K-iteration of a Stream-K tail slice relative to the data-parallel phase (the slices run in "
         "K lockstep and share their panels in L2 as the data-parallel tiles do)",
     ),
+    "model_streamk_reduce_cost": (
+        3.0,
+        "time of a split Stream-K tail's fp32 partial traffic (each slice's partial stored, the slices' partials "
+        "reloaded in row chunks) relative to moving the same bytes at the profile's per-SM bandwidth (forced-split "
+        "experiment, reports/results/experiments: about 3 on the H100 and the H200)",
+    ),
     "model_l2_bandwidth_scale": (
         1.0,
         "L2 bandwidth the kernels' tile loads reach relative to the profile's l2_bandwidth probe (whole-line "
@@ -102,7 +108,7 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
 FITTED_PARAMETERS = (
     "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_mma_small_rate",
     "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra", "model_tma_iteration_overhead",
-    "model_streamk_slowdown",
+    "model_streamk_slowdown", "model_streamk_reduce_cost",
     "model_scalar_load_cost", "model_scalar_k_load_share",
     "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale", "model_flatten_hiding",
 )  # fmt: skip
@@ -150,6 +156,7 @@ class Hardware:
     mma_min_m: float
     mma_small_rate: float
     streamk_slowdown: float
+    streamk_reduce_cost: float  # split Stream-K tail: partial traffic time relative to one SM's bandwidth
     mma_instruction_s: float
     mma_max_n: float
     limits: KernelLimits
@@ -273,6 +280,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         mma_min_m=_parameter(profile, "model_mma_min_m"),
         mma_small_rate=_parameter(profile, "model_mma_small_rate"),
         streamk_slowdown=_parameter(profile, "model_streamk_slowdown"),
+        streamk_reduce_cost=_parameter(profile, "model_streamk_reduce_cost"),
         mma_instruction_s=_parameter(profile, "model_mma_instruction_overhead") / clock,
         mma_max_n=_parameter(profile, "model_mma_max_n"),
         limits=limits,

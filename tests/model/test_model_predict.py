@@ -144,6 +144,37 @@ def test_a_split_streamk_tail_writes_each_output_tile_once() -> None:
     assert grown == pytest.approx(36 * 128 * 256 * 2 / hardware(H100, "bf16").hbm_write_bandwidth, rel=1e-9)
 
 
+def test_a_split_streamk_tail_pays_its_reduction() -> None:
+    """The same 3-slice tail (1442x764x4208, 128x256 tiles): each slice stores its fp32 partial and reduces 3 of
+    the 8 row chunks of all 3 partials, so its partial traffic is 128 x 256 x 4 x (1 + 3/8 x 3) bytes at one SM's
+    bandwidth times model_streamk_reduce_cost, and its chunk loads are a chain of 3 x 3 L2 round trips (plus
+    two for the count-in and the wait).  An unsplit tail pays none of it."""
+    from theodolite.model.hardware import reset_parameters, set_parameters
+
+    problem = Problem(1442, 764, 4208)
+    split, whole = _config("streamk/128x256x64/g8/w8/s3/k1"), _config("persistent/128x256x64/g8/w8/s3/k1/f")
+    hw = hardware(H100, "bf16")
+    try:
+        times = {}
+        for cost in (1.0, 3.0):
+            set_parameters(model_streamk_reduce_cost=cost)
+            times[cost] = (predict(problem, split, H100), predict(problem, whole, H100))
+    finally:
+        reset_parameters()
+    (cheap, whole_1), (dear, whole_3) = times[1.0], times[3.0]
+    assert cheap.details["tail_split"] == 3.0
+    partials = 128 * 256 * 4 * (1 + 3 / 8 * 3)
+    assert dear.breakdown["sm_time"] - cheap.breakdown["sm_time"] == pytest.approx(2 * partials / hw.sm_bandwidth)
+    assert whole_3.time_s == whole_1.time_s
+    # the tail's fixed part at cost 1: the traffic above, the bf16 output rows it writes less than a whole
+    # tile's, and 2 + 9 L2 round trips
+    out_share = 128 * 256 * 2 * (3 / 8 - 1)
+    tail = (partials + out_share) / hw.sm_bandwidth + (2 + 9) * hw.l2_latency_s
+    unsplit_fixed = cheap.breakdown["fixed_per_item"]
+    last_wave = cheap.breakdown["sm_time"] - unsplit_fixed - tail
+    assert last_wave == pytest.approx(cheap.details["iterations"] / 3 * cheap.breakdown["iter_total"], rel=0.05)
+
+
 def test_wave_quantization_by_hand() -> None:
     # 4096^2 with 128x256 tiles: 32 x 16 = 512 tiles on 132 SMs, one program each:
     # 3 full waves of 132, a last wave of 116 -> 116/132 busy.

@@ -145,6 +145,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_streamk_slowdown": MetricSpec(
             "1", "model fit: Stream-K tail-slice iteration time relative to data-parallel", False, 0, 1e3
         ),
+        "model_streamk_reduce_cost": MetricSpec(
+            "1", "model fit: split Stream-K tail partial traffic time relative to the per-SM bandwidth", False, 0, 1e3
+        ),
         "model_l2_bandwidth_scale": MetricSpec(
             "1", "model fit: L2 bandwidth of the kernels' tile loads relative to l2_bandwidth", False, 0, 100
         ),

@@ -14,6 +14,11 @@ On a GPU machine, from the repository root (writes ``$OUT/streamk-tail-split.jso
 Then, on any machine::
 
     python3 reports/results/experiments/streamk_tail_split.py --predict FILE.json --profile P.h5
+
+``--fit-reduce-cost`` (with ``--predict``) calibrates ``model_streamk_reduce_cost``: what splitting changes,
+measured (time at split s minus time at split 1) against predicted, over the aligned shapes (misaligned
+ones carry the scalar-load path's own error into the unsplit time); it prints the RMS and the per-tile
+median of that residual for a scan of values and the value of least RMS.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ def _forced_plans(launch: Any, inputs: Any, config: Any, split: int) -> tuple[li
         plans = [launch.plan_gemm(a, b, config, out=o) for a, b, _, o in inputs.sets]
     finally:
         launch.streamk_partition = original
-    used = int(plans[0].steps[-1].kwargs["split"])
+    used = int(plans[0].steps[-1].kwargs.get("split", 1))  # split 1 runs the persistent kernel (no split argument)
     plans[0].run()
     inputs.sets[0][3].fill_(math.nan)
     plans[0].run()
@@ -147,6 +152,50 @@ def predict(path: str, profile_path: str) -> dict[str, Any]:
     return data
 
 
+def split_residuals(data: dict[str, Any]) -> dict[str, list[float]]:
+    """Per tile: (measured - predicted) change of time from split 1 to each split > 1, in us, aligned shapes."""
+    from theodolite.kernels.config import Problem, needs_aligned_copy, operand_loads
+
+    times: dict[tuple[int, int, int, str], dict[int, tuple[float, float]]] = {}
+    for r in data["rows"]:
+        problem = Problem(r["M"], r["N"], r["K"])
+        if operand_loads(problem) != "vector" or any(needs_aligned_copy(problem)):
+            continue
+        times.setdefault((r["M"], r["N"], r["K"], r["config"]), {})[r["split"]] = (r["ms"], r["predicted_ms"])
+    residuals: dict[str, list[float]] = {}
+    for (_, _, _, config), by_split in times.items():
+        if 1 not in by_split:
+            continue
+        m1, p1 = by_split[1]
+        for split, (m, p) in by_split.items():
+            if split > 1:
+                residuals.setdefault(config.split("/")[1], []).append(1e3 * ((m - m1) - (p - p1)))
+    return residuals
+
+
+def fit_reduce_cost(path: str, profile_path: str, values: tuple[float, ...]) -> float:
+    """Scan model_streamk_reduce_cost (Stream-K slowdown held at 1.0); print each value's residuals, return the best."""
+    from theodolite.model.hardware import reset_parameters, set_parameters
+    from theodolite.model.predict import clear_tables
+
+    best = (math.inf, math.nan)
+    try:
+        for value in values:
+            set_parameters(model_streamk_slowdown=1.0, model_streamk_reduce_cost=value)
+            clear_tables()
+            residuals = split_residuals(predict(path, profile_path))
+            flat = [x for xs in residuals.values() for x in xs]
+            rms = math.sqrt(sum(x * x for x in flat) / len(flat))
+            medians = " ".join(f"{tile} {sorted(xs)[len(xs) // 2]:+.2f}" for tile, xs in sorted(residuals.items()))
+            print(f"reduce cost {value:4.2f}: RMS {rms:5.2f} us over {len(flat)} splits; median per tile (us): {medians}")
+            best = min(best, (rms, value))
+    finally:
+        reset_parameters()
+        clear_tables()
+    print(f"least RMS: model_streamk_reduce_cost = {best[1]:.2f}")
+    return best[1]
+
+
 def table(data: dict[str, Any]) -> None:
     print(f"{'shape':>18} {'config':>32} {'split':>5} {'ms':>8} {'vs torch':>8} {'pred ms':>8}")
     for r in data["rows"]:
@@ -161,7 +210,13 @@ def main() -> None:
     parser.add_argument("--predict", metavar="JSON", help="add the model's predictions to a measured file")
     parser.add_argument("--profile", help="profile for --predict")
     parser.add_argument("-o", "--output", help="where to write (default: $OUT/streamk-tail-split.json or --predict)")
+    parser.add_argument("--fit-reduce-cost", action="store_true", help="with --predict: calibrate the tail's cost")
     args = parser.parse_args()
+    if args.fit_reduce_cost:
+        if not (args.predict and args.profile):
+            parser.error("--fit-reduce-cost needs --predict FILE and --profile P")
+        fit_reduce_cost(args.predict, args.profile, tuple(1.0 + 0.25 * i for i in range(13)))
+        return
     if args.predict:
         data = predict(args.predict, args.profile)
         output = args.output or args.predict
