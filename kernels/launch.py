@@ -644,10 +644,15 @@ def plan_gemm(
         -1 if scale is not None else 2,
     )
     per_sm = programs_per_sm(config, problem.dtype, limits)
-    if config.variant == "persistent":
+    programs = sms * per_sm
+    if config.variant == "streamk":
+        dp_tiles, split = streamk_partition(tiles, programs, -(-k // config.block_k))
+    # a Stream-K tail with nothing to split is the persistent schedule (same grid and tile order): the persistent
+    # kernel runs it, without the tail's code (the Stream-K kernel measured 3-7% slower there, H100)
+    if config.variant == "persistent" or (config.variant == "streamk" and split == 1):
         from theodolite.kernels.persistent import persistent_kernel
 
-        grid = (min(tiles, sms * per_sm),)
+        grid = (min(tiles, programs),)
         plan.steps.append(
             _Launch(
                 persistent_kernel,
@@ -660,7 +665,7 @@ def plan_gemm(
     elif config.variant == "tma":
         from theodolite.kernels.tma import tma_kernel
 
-        grid = (min(tiles, sms * per_sm),)
+        grid = (min(tiles, programs),)
         tma_flags = {
             key: value for key, value in operand_flags.items() if key not in ("A_VEC", "B_VEC", "KA_VEC", "KB_VEC")
         }
@@ -683,19 +688,8 @@ def plan_gemm(
     elif config.variant == "streamk":
         from theodolite.kernels.streamk import streamk_kernel
 
-        programs = sms * per_sm
-        dp_tiles, split = streamk_partition(tiles, programs, -(-k // config.block_k))
-        if split == 1:
-            # nothing to split: the data-parallel schedule, run by the persistent kernel, which is the same tile
-            # order and grid without the tail's code (the Stream-K kernel measured 3-7% slower there, H100)
-            from theodolite.kernels.persistent import persistent_kernel
-
-            grid = (min(tiles, programs),)
-            kwargs = {**common, **epi, **meta, **operand_flags, **flags, "FLATTEN": False}
-            plan.steps.append(_Launch(persistent_kernel, grid, pointers, kwargs, psrc))
-            return plan
         units = (tiles - dp_tiles) * split
-        ws = _workspace(device, units * config.block_m * config.block_n if split > 1 else 1)
+        ws = _workspace(device, units * config.block_m * config.block_n)
         locks = _locks(device, tiles - dp_tiles)
         grid = (max(1, min(programs, max(dp_tiles, units))),)
         kwargs = {**common, **epi, "dp_tiles": dp_tiles, "split": split, **meta, **operand_flags, **flags,

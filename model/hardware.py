@@ -83,7 +83,8 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         3.0,
         "time of a split Stream-K tail's fp32 partial traffic (each slice's partial stored, the slices' partials "
         "reloaded in row chunks) relative to moving the same bytes at the profile's per-SM bandwidth (forced-split "
-        "experiment, reports/results/experiments: about 3 on the H100 and the H200)",
+        "experiment, reports/results/experiments: 2.5 on the H100, 2.75 on the H200 at least RMS; the fallback 3.0 "
+        "is the first runs' estimate)",
     ),
     "model_l2_bandwidth_scale": (
         1.0,

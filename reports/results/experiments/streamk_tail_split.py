@@ -176,13 +176,11 @@ def split_residuals(data: dict[str, Any]) -> dict[str, list[float]]:
 def fit_reduce_cost(path: str, profile_path: str, values: tuple[float, ...]) -> float:
     """Scan model_streamk_reduce_cost (Stream-K slowdown held at 1.0); print each value's residuals, return the best."""
     from theodolite.model.hardware import reset_parameters, set_parameters
-    from theodolite.model.predict import clear_tables
 
     best = (math.inf, math.nan)
     try:
         for value in values:
-            set_parameters(model_streamk_slowdown=1.0, model_streamk_reduce_cost=value)
-            clear_tables()
+            set_parameters(model_streamk_slowdown=1.0, model_streamk_reduce_cost=value)  # clears the tables
             residuals = split_residuals(predict(path, profile_path))
             flat = [x for xs in residuals.values() for x in xs]
             rms = math.sqrt(sum(x * x for x in flat) / len(flat))
@@ -191,7 +189,6 @@ def fit_reduce_cost(path: str, profile_path: str, values: tuple[float, ...]) -> 
             best = min(best, (rms, value))
     finally:
         reset_parameters()
-        clear_tables()
     print(f"least RMS: model_streamk_reduce_cost = {best[1]:.2f}")
     return best[1]
 
