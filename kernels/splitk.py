@@ -50,7 +50,7 @@ def splitk_kernel(
     arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
     if arrived == SPLIT_K - 1:
         total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for i in tl.static_range(SPLIT_K):
+        for i in tl.range(SPLIT_K, loop_unroll_factor=1):
             total += tl.load(base + i * (BLOCK_M * BLOCK_N) + r, cache_modifier=".cg")
         tl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed", scope="gpu")
         epilogue(

@@ -229,3 +229,24 @@ def test_streamk_split_tails(m: int, n: int, kk: int) -> None:
     assert rel_error(first, ref) <= TOL["bf16"]
     for _ in range(5):
         assert torch.equal(first, plan.run())
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["splitk/128x256x64/g8/w8/s3/k8", "splitk/64x128x64/g8/w4/s4/k16", "splitk/128x128x64/g8/w8/s3/k4"],
+)
+def test_deep_splitk_with_epilogue(key: str) -> None:
+    """Deep splits of large tiles (their reduction loops over the slices, not unrolled): right with beta*C and
+    bias on a ragged shape, and bit-identical across runs whichever slice arrives last."""
+    k = _kernels()
+    config = k.GemmConfig.from_key(key)
+    m, n, kk = 200, 1000, 4100
+    a = operand(m, kk, False, torch.bfloat16)
+    b = operand(kk, n, False, torch.bfloat16)
+    c = operand(m, n, False, torch.bfloat16)
+    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+    first = k.gemm(a, b, config, beta=0.5, c=c, bias=bias).clone()
+    ref = a.double() @ b.double() + 0.5 * c.double() + bias.double()
+    assert rel_error(first, ref) <= TOL["bf16"]
+    for _ in range(5):
+        assert torch.equal(first, k.gemm(a, b, config, beta=0.5, c=c, bias=bias))

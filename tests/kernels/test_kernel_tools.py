@@ -75,6 +75,40 @@ def test_compile_one_offline() -> None:
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
 
 
+def test_splitk_reduction_registers_do_not_grow_with_the_split() -> None:
+    """The last slice's reduction loops over the slices: 16 slices compile to the registers of 2, no spills (an
+    unrolled loop kept every partial live: 64x128 k4 spilled 132 B, k16 2.5 KB)."""
+    pytest.importorskip("triton")
+    code = (
+        "from theodolite.kernels.build import compile_one\n"
+        "two = compile_one('splitk/64x128x64/g8/w4/s4/k2', 'bf16')\n"
+        "deep = compile_one('splitk/64x128x64/g8/w4/s4/k16', 'bf16')\n"
+        "assert deep.n_spills == 0 and two.n_spills == 0, (two, deep)\n"
+        "assert deep.n_regs <= two.n_regs + 8, (two.n_regs, deep.n_regs)\n"
+        "print('ok', two.n_regs, deep.n_regs)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+
+
+def test_bundled_profiles_build_every_splitk_config_without_spills() -> None:
+    """Every split-K config of the space has a spill-free 16-byte-load build in the measured profiles, so legality
+    keeps them all (the profiles' builds are refreshed with ``python -m theodolite.probes.builds``)."""
+    from pathlib import Path
+
+    from theodolite.kernels.config import config_space
+
+    from theodolite.profile import load as load_profile
+
+    root = Path(__file__).resolve().parents[2] / "profiles"
+    for name in ("nvidia-h100-80gb-hbm3.h5", "nvidia-h200.h5"):
+        profile = load_profile(str(root / name))
+        for config in config_space("bf16", ("splitk",)):
+            build = profile.kernel_build("splitk", config.key, "bf16", "vector")
+            assert build is not None and build.n_spills == 0, (name, config.key, build)
+
+
 def test_rotation_count() -> None:
     """Rotated timing: enough input copies to exceed twice the L2 (capped); none when inputs are large."""
     from theodolite.kernels.benchmark import rotation_count
