@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from theodolite.kernels.epilogue import epilogue, mma_tile, tile_coords
+from theodolite.kernels.epilogue import epilogue, mma_tile, store_partial, sum_partials, tile_coords
 from theodolite.kernels.persistent import RUNTIME_INTS
 
 
@@ -43,15 +43,11 @@ def splitk_kernel(
         stride_ab, stride_a, stride_bb, stride_b,
         BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION,
     )  # fmt: skip
-    r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    base = ws_ptr + tile.to(tl.int64) * (SPLIT_K * BLOCK_M * BLOCK_N)
-    tl.store(base + s * (BLOCK_M * BLOCK_N) + r, acc)
+    store_partial(acc, ws_ptr, tile.to(tl.int64) * SPLIT_K + s, BLOCK_M, BLOCK_N)
     tl.debug_barrier()  # every thread's partial is written before the release below
     arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
     if arrived == SPLIT_K - 1:
-        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for i in tl.range(SPLIT_K, loop_unroll_factor=1):
-            total += tl.load(base + i * (BLOCK_M * BLOCK_N) + r, cache_modifier=".cg")
+        total = sum_partials(ws_ptr, tile.to(tl.int64) * SPLIT_K, SPLIT_K, BLOCK_M, BLOCK_N)
         tl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed", scope="gpu")
         epilogue(
             total, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,

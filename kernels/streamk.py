@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from theodolite.kernels.epilogue import epilogue, mma_tile, tile_coords
+from theodolite.kernels.epilogue import epilogue, mma_tile, sum_partials, tile_coords
 from theodolite.kernels.persistent import RUNTIME_INTS
 
 SK_INTS = RUNTIME_INTS + ["dp_tiles", "split"]
@@ -116,9 +116,7 @@ def _reduce_slices(
             tl.atomic_xchg(lock_ptr + rel, 0, sem="relaxed", scope="gpu")
     else:
         if arrived == split - 1:
-            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for i in range(split):
-                total += tl.load(base + i * tile_elems + r, cache_modifier=".cg")
+            total = sum_partials(ws_ptr, rel.to(tl.int64) * split, split, BLOCK_M, BLOCK_N)
             tl.atomic_xchg(lock_ptr + rel, 0, sem="relaxed", scope="gpu")
             epilogue(
                 total, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,

@@ -57,11 +57,16 @@ def test_splitk_only_for_few_tiles() -> None:
     assert "few output tiles" in legality(split, Problem(4096, 4096, 4096), limits)
 
 
-def test_compile_one_offline() -> None:
-    """Compiles for sm_90 without a GPU (Triton bundles ptxas) and reads registers/spills/shared memory.
+def _compile_offline(code: str, timeout: int) -> None:
+    """Run ``code`` (which prints 'ok') in a fresh process without TRITON_INTERPRET, so it compiles for sm_90:
+    other test modules here import the kernels under the interpreter."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
 
-    In a subprocess: other test modules here import the kernels under TRITON_INTERPRET=1.
-    """
+
+def test_compile_one_offline() -> None:
+    """Compiles for sm_90 without a GPU (Triton bundles ptxas) and reads registers/spills/shared memory."""
     pytest.importorskip("triton")
     code = (
         "from theodolite.kernels.build import compile_one\n"
@@ -70,9 +75,7 @@ def test_compile_one_offline() -> None:
         "assert b.shared_bytes > 0 and b.num_stages == 3, b\n"
         "print('ok', b.n_regs)\n"
     )
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240)
-    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+    _compile_offline(code, timeout=240)
 
 
 def test_splitk_reduction_registers_do_not_grow_with_the_split() -> None:
@@ -87,9 +90,7 @@ def test_splitk_reduction_registers_do_not_grow_with_the_split() -> None:
         "assert deep.n_regs <= two.n_regs + 8, (two.n_regs, deep.n_regs)\n"
         "print('ok', two.n_regs, deep.n_regs)\n"
     )
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+    _compile_offline(code, timeout=300)
 
 
 def test_bundled_profiles_build_every_splitk_config_without_spills() -> None:
