@@ -9,8 +9,9 @@ Structure (every hardware number from the profile via ``Hardware``):
 - tiles = ceil(M/BM) x ceil(N/BN) (x batch); iterations = ceil(K/BK) (split-K: per slice);
 - work items (tiles, or tile slices) run in waves of the programs that fit at once; the last,
   partial wave is evaluated on its own (its SMs hold fewer programs, each runs faster);
-- per SM, an iteration costs max(programs x (matrix or shared memory, plus load issue), one program's chain:
-  max(that, latency / (stages - 1)) + loop overhead); a work item adds its pipeline fill, fixed cost and
+- per SM, an iteration costs max(programs x max(matrix or shared memory plus load issue, the K-step's bytes at
+  one SM's read ceiling), one program's chain: max(its instructions + loop overhead, the ceiling, a stage copy's
+  wait (latency + those bytes) / (stages - 1) x latency_hiding)); a work item adds its pipeline fill, fixed cost and
   epilogue (its tile written at one SM's bandwidth), and a loop shorter than the pipeline the stages its
   prologue zero-fills (cp.async: the loop condition is a copy mask);
 - the memory system is a shared fluid: all L2 requests over the L2 bandwidth, all HBM misses
@@ -125,14 +126,20 @@ def cost(
     occ_f = ceil(conc / active_f)
     active_l = mx(mn(rest, sm), 1.0)
     occ_l = ceil(rest / active_l)
+    # an asynchronous copy moves a K-step's panels through its SM at most at one SM's read ceiling (measured: a
+    # K-step is never faster, reports/results/experiments "Time per K-step"), and each stage's copy waits its
+    # latency plus that streaming time, overlapped by the (stages - 1) copies prefetched before it
+    stream = 0.0 if scalar else c.stream
     per_prog = per_program(c, a_vec, b_vec, ops)
     # a misaligned operand is loaded synchronously (no async copy): nothing prefetches its latency
-    hide = latency / (1.0 / scalar_batches(c, a_vec, b_vec, hw, ops) if scalar else c.lat_div)
-    # one program's K-step is a chain (its matrix work or its latency wait, then its loop bookkeeping); the
-    # other programs resident on the SM fill that bookkeeping with their own matrix work
-    chain = mx(per_prog, hide) + hw.iteration_overhead_s + c.it_extra
-    it_f = mx(occ_f * per_prog, chain)
-    it_l = mx(occ_l * per_prog, chain)
+    hide = latency * scalar_batches(c, a_vec, b_vec, hw, ops) if scalar else (latency + stream) / c.lat_div
+    # one program's K-step: its instructions and loop bookkeeping, or the copies it waits for, which run under
+    # that bookkeeping (a synchronous load's wait does not: there the bookkeeping follows it); the programs
+    # resident on an SM share its matrix units and its read ceiling
+    overhead = hw.iteration_overhead_s + c.it_extra
+    chain = mx(per_prog, hide) + overhead if scalar else mx(per_prog + overhead, mx(stream, hide))
+    it_f = mx(occ_f * mx(per_prog, stream), chain)
+    it_l = mx(occ_l * mx(per_prog, stream), chain)
     # the epilogue: after its K loop a program writes its tile (accumulator -> registers -> global) through its
     # SM at one SM's bandwidth; its own loop has nothing left to overlap it with (short K loops: comparable to
     # the whole loop, so larger tiles pay it per more work)
@@ -215,7 +222,7 @@ def cost(
 SCALAR_FIELDS = (
     "bm", "bn", "bk", "gm", "split", "is_sk", "is_split", "pprog", "slots", "panel", "elems", "per_program",
     "lat_div", "launch_fixed", "sm", "flat_hide", "it_extra", "stage_fill", "prefetch",
-    "is_flat",
+    "is_flat", "stream", "synchronous",
 )  # fmt: skip
 
 
@@ -258,10 +265,13 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
     together.
     """
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh,
-     it_extra, stage_fill, prefetch, is_flat) = c  # fmt: skip
+     it_extra, stage_fill, prefetch, is_flat, stream, sync) = c  # fmt: skip
     (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, _launch, prog_start, sk_slow,
      sm_bw, sk_reduce) = h  # fmt: skip
     it_over = it_over + it_extra  # this config's loop bookkeeping per K-iteration
+    stream_hide = stream / lat_div  # the stage copy's streaming time beyond its latency, overlapped (core.cost)
+    per_sm = per_program if per_program > stream else stream  # an SM's programs share its streaming ceiling
+    busy = per_program + it_over  # one program's own instructions per K-step
     step_bytes = bk * e
     request_step = panel * step_bytes
     lat_span = hbm_lat - l2_lat
@@ -319,9 +329,14 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
             hbm_step *= conc / plane
         latency = l2_lat + hbm_step / (conc * request_step) * lat_span
         active_f = conc if conc < sm else sm
-        hide = latency / lat_div
-        chain = (per_program if per_program > hide else hide) + it_over
-        it_f = -(-conc // active_f) * per_program
+        hide = latency / lat_div + stream_hide
+        if sync:  # a synchronous load's wait, then the bookkeeping (core.cost)
+            chain = (per_program if per_program > hide else hide) + it_over
+        else:
+            if stream > hide:
+                hide = stream
+            chain = busy if busy > hide else hide
+        it_f = -(-conc // active_f) * per_sm
         if chain > it_f:
             it_f = chain
         fixed = latency * kept + item_over
@@ -332,7 +347,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         store = (tiles * out_bytes * elems) if is_sk else items * item_bytes
         workspace = 0.0
         if rest > 0:
-            it_l = -(-rest // (rest if rest < sm else sm)) * per_program
+            it_l = -(-rest // (rest if rest < sm else sm)) * per_sm
             if chain > it_l:
                 it_l = chain
             iters_l = -(-kt // sk_split) if units else iters

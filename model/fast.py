@@ -67,6 +67,8 @@ class AlignmentClass:
         if core.synchronous(a_vec, b_vec):  # latency not hidden, no prefetches (as core.cost)
             columns["lat_div"] = 1.0 / core.scalar_batches(table, a_vec, b_vec, table.hw)
             columns["stage_fill"] = np.zeros(len(table.configs))
+            columns["stream"] = np.zeros(len(table.configs))
+            columns["synchronous"] = np.ones(len(table.configs))
         self.scalar = [
             tuple(_number(columns[name] if name == "sm" else columns[name][i]) for name in core.SCALAR_FIELDS)
             for i in range(len(table.configs))
@@ -90,15 +92,17 @@ class AlignmentClass:
         coef = np.maximum(l2_coef, floor)
         # per wave, every work item needs at least iterations x (per_program + loop overhead) on its SM
         # (data-parallel variants; Stream-K's remainder is not counted)
-        # (the latency term is at least an L2 hit's: it_f >= max(per_program, L2 latency / hiding) + overhead)
-        hide_min = (
-            hw.l2_latency_s / np.asarray(columns["lat_div"], dtype=float)
-            if hw.hbm_latency_s >= hw.l2_latency_s
-            else 0.0
+        # (the latency term is at least an L2 hit's: core.cost's chain with the latency at its least)
+        l2_min = hw.l2_latency_s if hw.hbm_latency_s >= hw.l2_latency_s else 0.0
+        stream = np.asarray(columns["stream"], dtype=float)
+        hide_min = (l2_min + stream) / np.asarray(columns["lat_div"], dtype=float)
+        overhead = hw.iteration_overhead_s + table.it_extra
+        chain_min = (
+            np.maximum(per_program, hide_min) + overhead
+            if core.synchronous(a_vec, b_vec)
+            else np.maximum(per_program + overhead, np.maximum(stream, hide_min))
         )
-        it_min = np.where(
-            table.is_streamk, 0.0, np.maximum(per_program, hide_min) + hw.iteration_overhead_s + table.it_extra
-        )
+        it_min = np.where(table.is_streamk, 0.0, chain_min)
         fixed_min = (hw.l2_latency_s if hw.hbm_latency_s >= hw.l2_latency_s else 0.0) + hw.tile_overhead_s
         fixed_min = fixed_min * (1.0 - table.flat_hide)  # a flattened loop hides this share (core.cost)
         # plus the epilogue (exactly core.cost's: the work item's tile written at one SM's bandwidth)

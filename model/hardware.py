@@ -35,7 +35,8 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
     ),
     "model_latency_hiding": (
         0.5,
-        "fraction of the (stages - 1) prefetched K-steps whose memory latency really overlaps the current one",
+        "fraction of the (stages - 1) prefetched K-steps whose copy wait (memory latency plus the step's bytes at "
+        "one SM's read ceiling) really overlaps the current one",
     ),
     "model_mma_instruction_overhead": (
         1.25,
@@ -139,6 +140,7 @@ class Hardware:
     hbm_saturation_sms: float  # 0: unknown (saturates at any SM count)
     hbm_latency_s: float  # 0: unknown
     sm_bandwidth: float  # B/s one SM alone moves: HBM read bandwidth / SMs that saturate it (inf: unknown, no term)
+    sm_stream_bandwidth: float  # B/s one SM streams alone, its copy path's ceiling (inf: unknown, no term)
     launch_s: float
     program_start_s: float
     iteration_overhead_s: float
@@ -262,6 +264,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         hbm_saturation_sms=float(get("hbm_saturation_sms") or 0.0),
         hbm_latency_s=float(get("hbm_latency") or 0.0) / clock,
         sm_bandwidth=hbm_read / saturation if saturation else math.inf,
+        sm_stream_bandwidth=float(get("hbm_read_bandwidth_one_sm") or math.inf),
         launch_s=float(profile.value("launch_overhead")),
         program_start_s=float(get("program_start_cost") or 0.0),
         iteration_overhead_s=_parameter(profile, "model_iteration_overhead") / clock,

@@ -140,6 +140,9 @@ class ConfigTable:
         hiding = np.where(self.is_tma, 1.0, hw.latency_hiding)
         self.lat_div = np.maximum((self.stages - 1.0) * hiding, 1.0)
         self.sm = float(hw.sm_count)
+        # one program's K-step bytes at one SM's streaming ceiling (its copy path, measured alone)
+        self.stream = self.panel * self.bk * hw.element_bytes / hw.sm_stream_bandwidth
+        self.synchronous = np.zeros(len(configs))  # scalar-load classes (model.fast) set their own
         self.launch_fixed = hw.launch_kernel_s + np.where(self.is_tma, hw.tma_launch_extra_s, 0.0)
         self.it_extra = np.where(self.is_tma, hw.tma_iteration_overhead_s, 0.0)  # beyond iteration_overhead_s
         # a cp.async pipeline's prologue issues stages - 1 prefetches whether or not the K loop has that many steps:

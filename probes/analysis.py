@@ -173,6 +173,22 @@ def saturation_point(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.nd
     return float(xs[-1])
 
 
+def unshared_rates(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, fraction: float = 0.5
+) -> np.ndarray:
+    """Per-unit rates y/x of a rate-against-units curve where the units do not yet share the resource: the
+    points below ``fraction`` of the curve's maximum (at least the point with the fewest units)."""
+    xs = np.asarray(x, dtype=np.float64)
+    ys = np.asarray(y, dtype=np.float64)
+    if xs.size == 0 or xs.size != ys.size or np.any(xs <= 0):
+        raise ValueError("unshared_rates needs matching, non-empty x and y with x > 0")
+    order = np.argsort(xs)
+    xs, ys = xs[order], ys[order]
+    keep = ys < fraction * float(np.max(ys))
+    keep[0] = True
+    return ys[keep] / xs[keep]
+
+
 @dataclass(frozen=True)
 class StaircaseFit:
     """time(p) = base + step * ceil(p / width): width is the programs one wave holds."""

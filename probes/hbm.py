@@ -171,6 +171,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
         "hbm.read_cg_programs",
         note="SMs (one 1024-thread program each) reaching 90% of the curve's best",
     )
+    result.metrics["hbm_read_bandwidth_one_sm"] = one_sm_bandwidth(result.curves["hbm_read_bandwidth_vs_sms"])
     src = dst = src.new_empty(0)  # free 4 GiB before the latency ring
     torch.cuda.empty_cache()
 
@@ -194,3 +195,16 @@ def run(ctx: ProbeContext) -> ProbeResult:
             note="ld.global.cg pointer chase after an L2 flush, random lines of a 512 MiB ring (TLB misses included)",
         )
     return result
+
+
+def one_sm_bandwidth(curve: Curve) -> Measurement:
+    """The read rate one SM reaches on its own (its copy path's ceiling, which bounds a GEMM program's K-step),
+    from the read-bandwidth-against-SMs curve: the per-SM rates of its points below half the best, where the
+    SMs do not yet share the memory system (H100: 93 down to 84 GB/s from 1 to 16 SMs, median 90)."""
+    return Measurement.from_samples(
+        "hbm_read_bandwidth_one_sm",
+        analysis.unshared_rates(curve.x, curve.y, 0.5),
+        "B/s",
+        curve.method,
+        note="per-SM read rate of the hbm_read_bandwidth_vs_sms points below half the best (SMs not sharing)",
+    )

@@ -274,3 +274,56 @@ def test_short_loops_pay_their_zero_filled_prologue() -> None:
     assert times == sorted(times) and times[2] - times[0] > 0.5e-6
     # without a per-SM figure in the profile (datasheet) there is no term
     assert float(predict(Problem(128, 128, 64), _config(plain), H100).breakdown["zero_fill"]) == 0.0
+
+
+def _one_sm(profile: Profile, rate: float) -> Profile:
+    metrics = dict(profile.metrics)
+    metrics["hbm_read_bandwidth_one_sm"] = Measurement(
+        name="hbm_read_bandwidth_one_sm", value=rate, unit="B/s", method="test"
+    )
+    return dataclasses.replace(profile, metrics=metrics, origin=f"{profile.origin}+one_sm={rate}")
+
+
+def test_a_k_step_streams_no_faster_than_one_sms_read_ceiling() -> None:
+    """An asynchronous copy moves a K-step's panels through its SM at most at one SM's read rate
+    (``hbm_read_bandwidth_one_sm``): every program's K-step takes at least its bytes at that rate, times the
+    programs sharing the SM; scalar (misaligned) builds and profiles without the metric have no such term."""
+    rate = 20e9
+    slow = _one_sm(H100, rate)
+    problem = Problem(128, 8192, 8192)
+    for key in ("persistent/64x128x64/g8/w4/s4/k1", "persistent/128x128x64/g8/w8/s3/k1/f",
+                "tma/128x256x64/g8/w8/s3/k1/f", "splitk/64x64x128/g8/w4/s4/k2"):  # fmt: skip
+        config = _config(key)
+        terms = predict(problem, config, slow).breakdown
+        resident = float(predict(problem, config, slow).details["resident_per_sm"])
+        step = (config.block_m + config.block_n) * config.block_k * 2 / rate
+        assert float(terms["iter_total"]) >= resident * step * (1 - 1e-12)
+        assert predict(problem, config, slow).time_s > predict(problem, config, H100).time_s
+    misaligned = Problem(128, 128, 63)  # A rows of 126 bytes, not copied at this size: element-wise loads
+    config = _config("persistent/64x64x64/g8/w4/s4/k1")
+    assert predict(misaligned, config, slow).time_s == predict(misaligned, config, H100).time_s
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 16384), st.integers(1, 16384), st.integers(1, 16384), st.floats(1.01, 8.0))
+def test_a_faster_one_sm_ceiling_never_slows_a_prediction(m: int, n: int, k: int, factor: float) -> None:
+    problem = Problem(m, n, k)
+    base = _one_sm(H100, 40e9)
+    fast = _one_sm(H100, 40e9 * factor)
+    for config in [p.config for p in rank(problem, base)[:5]]:
+        assert predict(problem, config, fast).time_s <= predict(problem, config, base).time_s * (1 + 1e-12)
+
+
+def test_a_fourth_stage_hides_what_a_third_does_not() -> None:
+    """Each prefetched stage overlaps one more copy's wait (latency plus its bytes at one SM's rate): on the
+    bundled H200 profile, 128x8192x8192 with persistent 128x128x64 w8 flattened tiles is predicted clearly
+    faster with 4 stages than with 3 (swept: 58.4 against 72.9 us, reports/results/validate-llm-h200.json),
+    where the former hide term (the chased latency alone over 0.4 per extra stage) priced them alike."""
+    from pathlib import Path
+
+    from theodolite.profile import load as load_profile
+
+    h200 = load_profile(str(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h200.h5"))
+    problem = Problem(128, 8192, 8192)
+    three, four = (predict(problem, _config(f"persistent/128x128x64/g8/w8/s{s}/k1/f"), h200).time_s for s in (3, 4))
+    assert three > 1.05 * four

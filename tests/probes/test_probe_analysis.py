@@ -143,6 +143,27 @@ def test_saturation_point():
     assert analysis.saturation_point(sms, bandwidth, 0.9) == pytest.approx(67.5, abs=0.5)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.floats(20e9, 200e9), st.floats(1e12, 5e12), st.floats(0.0, 0.02), st.integers(0, 10_000))
+def test_unshared_rates_are_one_units_rate(rate: float, cap: float, noise: float, seed: int) -> None:
+    """Per-unit rates of a rate-against-units curve (linear until it saturates) where units do not share."""
+    sms = np.array([1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, 132], dtype=float)
+    jitter = 1.0 + noise * np.random.default_rng(seed).standard_normal(sms.size)
+    bandwidth = np.minimum(sms * rate, cap) * jitter
+    rates = analysis.unshared_rates(sms[::-1], bandwidth[::-1], 0.5)  # any order
+    assert 1 <= rates.size <= max(int(np.sum(sms * rate < 0.6 * cap)), 1)
+    assert float(np.median(rates)) == pytest.approx(rate, rel=3 * noise + 1e-9)
+
+
+def test_unshared_rates_edges() -> None:
+    # the first point is kept even when it is not below half (one SM already saturates)
+    assert analysis.unshared_rates([1.0, 2.0], [10.0, 10.0]).tolist() == [10.0]
+    with pytest.raises(ValueError):
+        analysis.unshared_rates([], [])
+    with pytest.raises(ValueError):
+        analysis.unshared_rates([0.0, 1.0], [1.0, 2.0])
+
+
 def test_settled_value_and_ramp():
     times = np.linspace(0, 2, 201)
     clock = np.where(times < 0.5, 1.98e9, 1.5e9)

@@ -97,6 +97,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
             "B/s", "device-memory copy bandwidth, bytes read plus written", False, 1e9, 1e15
         ),
         "hbm_saturation_sms": MetricSpec("1", "SMs needed to reach 90% of the read bandwidth", False, 0, 10_000),
+        "hbm_read_bandwidth_one_sm": MetricSpec(
+            "B/s", "device-memory read rate one SM reaches on its own (its copy path's ceiling)", False, 1e6, 1e13
+        ),
         "hbm_latency": MetricSpec("cycle", "dependent-load latency beyond every cache", False, 0, 1e5),
         # --- launch ---
         "launch_overhead": MetricSpec("s", "back-to-back empty-kernel launch cost", True, 0, 1e-2),
