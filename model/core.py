@@ -138,8 +138,9 @@ def cost(
     # resident on an SM share its matrix units and its read ceiling
     overhead = hw.iteration_overhead_s + c.it_extra
     chain = mx(per_prog, hide) + overhead if scalar else mx(per_prog + overhead, mx(stream, hide))
-    it_f = mx(occ_f * mx(per_prog, stream), chain)
-    it_l = mx(occ_l * mx(per_prog, stream), chain)
+    per_sm = mx(per_prog, stream)  # each resident program's share of the SM's matrix units and read ceiling
+    it_f = mx(occ_f * per_sm, chain)
+    it_l = mx(occ_l * per_sm, chain)
     # the epilogue: after its K loop a program writes its tile (accumulator -> registers -> global) through its
     # SM at one SM's bandwidth; its own loop has nothing left to overlap it with (short K loops: comparable to
     # the whole loop, so larger tiles pay it per more work)

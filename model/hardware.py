@@ -139,7 +139,7 @@ class Hardware:
     hbm_copy_bandwidth: float  # bytes read plus written per second
     hbm_saturation_sms: float  # 0: unknown (saturates at any SM count)
     hbm_latency_s: float  # 0: unknown
-    sm_bandwidth: float  # B/s one SM alone moves: HBM read bandwidth / SMs that saturate it (inf: unknown, no term)
+    sm_bandwidth: float  # B/s an SM's share at saturation: HBM read bandwidth / saturating SMs (inf: unknown, no term)
     sm_stream_bandwidth: float  # B/s one SM streams alone, its copy path's ceiling (inf: unknown, no term)
     launch_s: float
     program_start_s: float

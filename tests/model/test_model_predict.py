@@ -294,11 +294,11 @@ def test_a_k_step_streams_no_faster_than_one_sms_read_ceiling() -> None:
     for key in ("persistent/64x128x64/g8/w4/s4/k1", "persistent/128x128x64/g8/w8/s3/k1/f",
                 "tma/128x256x64/g8/w8/s3/k1/f", "splitk/64x64x128/g8/w4/s4/k2"):  # fmt: skip
         config = _config(key)
-        terms = predict(problem, config, slow).breakdown
-        resident = float(predict(problem, config, slow).details["resident_per_sm"])
+        prediction = predict(problem, config, slow)
+        resident = float(prediction.details["resident_per_sm"])
         step = (config.block_m + config.block_n) * config.block_k * 2 / rate
-        assert float(terms["iter_total"]) >= resident * step * (1 - 1e-12)
-        assert predict(problem, config, slow).time_s > predict(problem, config, H100).time_s
+        assert float(prediction.breakdown["iter_total"]) >= resident * step * (1 - 1e-12)
+        assert prediction.time_s > predict(problem, config, H100).time_s
     misaligned = Problem(128, 128, 63)  # A rows of 126 bytes, not copied at this size: element-wise loads
     config = _config("persistent/64x64x64/g8/w4/s4/k1")
     assert predict(misaligned, config, slow).time_s == predict(misaligned, config, H100).time_s
