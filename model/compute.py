@@ -47,12 +47,34 @@ def compute_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, hw: Hardware, w
     return flops_per_iteration(bm, bn, bk) / rate + mma_instructions(bm, bn, bk, warps, hw) * hw.mma_instruction_s
 
 
-def smem_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, hw: Hardware) -> np.ndarray:
+def sync_warp_grid(bm: np.ndarray, bn: np.ndarray, warps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(warps along M, warps along N) of the synchronous path's accumulator (Triton 3.6's mma v2 layout).
+
+    Warps double along M while the tile has at least as many 16-row instruction blocks per warp there as
+    8-column blocks along N (and M is not yet one block per warp), else along N: 16x64 and 32x64 tiles with
+    4 warps get 1 x 4 (checked against the compiled layouts, ``nvidia_mma<... warpsPerCTA>``)."""
+    wm = np.ones_like(bm, dtype=float)
+    wn = np.ones_like(bm, dtype=float)
+    for _ in range(5):  # up to 32 warps
+        more = wm * wn < warps
+        along_m = (bm / 16.0 / wm >= bn / 8.0 / wn) & (wm < bm / 16.0)
+        wm = np.where(more & along_m, wm * 2.0, wm)
+        wn = np.where(more & ~along_m, wn * 2.0, wn)
+    return wm, wn
+
+
+def smem_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, warps: np.ndarray, hw: Hardware) -> np.ndarray:
     """Seconds of shared-memory traffic per K-iteration: the operands written once, then read by the
-    matrix instructions (A once per mma_max_n columns, B once per mma_min_m rows)."""
+    matrix instructions.  Asynchronous path: A once per mma_max_n columns, B once per mma_min_m rows.
+    Synchronous path: each warp loads its operand fragments to registers itself, so A is read once per
+    warp along N and B once per warp along M (a 16x64x128 tile with 4 warps reads A four times: measured,
+    its K-step costs what 52 KB of shared memory traffic does, reports/results/experiments "Tile steps")."""
     e = hw.element_bytes
     written = (bm + bn) * bk * e
-    read = bm * bk * e * np.ceil(bn / hw.mma_max_n) + bn * bk * e * np.maximum(bm / hw.mma_min_m, 1.0)
+    wm, wn = sync_warp_grid(bm, bn, warps)
+    asynchronous = bm * bk * e * np.ceil(bn / hw.mma_max_n) + bn * bk * e * np.maximum(bm / hw.mma_min_m, 1.0)
+    synchronous = bm * bk * e * wn + bn * bk * e * wm
+    read = np.where(bm < hw.mma_min_m, synchronous, asynchronous)
     return (written + read) / hw.smem_bandwidth
 
 

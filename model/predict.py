@@ -133,7 +133,7 @@ class ConfigTable:
         self.panel = self.bm + self.bn
         self.warps = arr([c.num_warps for c in configs])
         self.compute_it = compute.compute_time(self.bm, self.bn, self.bk, hw, self.warps)
-        self.smem_it = compute.smem_time(self.bm, self.bn, self.bk, hw)
+        self.smem_it = compute.smem_time(self.bm, self.bn, self.bk, self.warps, hw)
         self.issue_a, self.issue_b = compute.issue_coefficients(self.bm, self.bn, self.bk, self.is_tma, hw)
         # TMA copies are fully asynchronous: every prefetched stage hides latency; pointer-based
         # (cp.async) pipelines hide only model_latency_hiding of it

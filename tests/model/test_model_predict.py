@@ -327,3 +327,31 @@ def test_a_fourth_stage_hides_what_a_third_does_not() -> None:
     problem = Problem(128, 8192, 8192)
     three, four = (predict(problem, _config(f"persistent/128x128x64/g8/w8/s{s}/k1/f"), h200).time_s for s in (3, 4))
     assert three > 1.05 * four
+
+
+def test_synchronous_warp_grid_matches_the_compiled_layouts() -> None:
+    """Triton 3.6's mma v2 warpsPerCTA for the tiles under 64 rows (read from compiled TTGIR, sm_90)."""
+    import numpy as np
+    from theodolite.model.compute import sync_warp_grid
+
+    compiled = {(16, 64, 4): (1, 4), (32, 64, 4): (1, 4), (32, 128, 4): (1, 4), (16, 128, 4): (1, 4),
+                (32, 64, 8): (2, 4), (16, 256, 8): (1, 8), (32, 256, 8): (1, 8)}  # fmt: skip
+    for (bm, bn, warps), grid in compiled.items():
+        wm, wn = sync_warp_grid(np.array([bm]), np.array([bn]), np.array([warps]))
+        assert (int(wm[0]), int(wn[0])) == grid, (bm, bn, warps)
+
+
+def test_synchronous_tiles_read_a_once_per_warp_along_n() -> None:
+    """A 16x64x128 tile with 4 warps moves 52 KB of shared memory per K-step (20 KB copied in, A's 4 KB read by
+    each of the 4 warps, B's 16 KB once); two resident programs measured 0.48 us a step each on the H100, what
+    52 KB at its shared-memory bandwidth takes (reports/results/experiments/tile-steps-h100.json)."""
+    import numpy as np
+    from theodolite.model.compute import smem_time
+
+    hw = hardware(H100, "bf16")
+    one = np.array([1.0])
+    t_sync = smem_time(16 * one, 64 * one, 128 * one, 4 * one, hw)[0]
+    assert t_sync == pytest.approx(52 * 1024 / hw.smem_bandwidth)
+    # the asynchronous path (64 rows and more) reads each operand once per instruction: 64x64x64, 32 KB
+    t_async = smem_time(64 * one, 64 * one, 64 * one, 4 * one, hw)[0]
+    assert t_async == pytest.approx(32 * 1024 / hw.smem_bandwidth)
