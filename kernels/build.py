@@ -15,7 +15,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from theodolite.kernels.config import DTYPE_BYTES, TAIL_CHUNKS, GemmConfig, config_space
+from theodolite.kernels.config import DTYPE_BYTES, TAIL_CHUNKS, GemmConfig, config_space, masked_edges
 
 from theodolite.profile.schema import KERNEL_LOADS, KernelBuild
 
@@ -68,7 +68,11 @@ def _source(
     }
     if config.variant != "tma":
         constexprs.update(
-            A_VEC=vec, B_VEC=vec, KA_VEC=vec if layout[0] == "n" else 1, KB_VEC=vec if layout[1] == "t" else 1
+            A_VEC=vec,
+            B_VEC=vec,
+            KA_VEC=vec if layout[0] == "n" else 1,
+            KB_VEC=vec if layout[1] == "t" else 1,
+            EDGE_MASK=masked_edges(config),
         )
     else:
         constexprs["BATCHED"] = False

@@ -507,6 +507,22 @@ def estimated_registers(config: GemmConfig, warp_size: int = 32) -> int:
     return min(255, accumulator_registers(config, warp_size) + 64)
 
 
+# split-K tiles of at most this many rows mask the rows/columns past the edge instead of loading wrapped duplicates
+# (reports/results/experiments "Edge tiles: wrapped or masked"; H100: 16x64 split-K on N = 40 1.3-1.5x faster, while
+# the mask's per-element predicates cost large persistent tiles up to 3x, so the others keep wrapping)
+MASKED_EDGE_MAX_BLOCK_M = 32
+# THEODOLITE_MASKED_EDGES (read at import) overrides the rule for side-by-side experiments: "all" or "none"
+MASKED_EDGES = os.environ.get("THEODOLITE_MASKED_EDGES", "rule")
+
+
+def masked_edges(config: GemmConfig) -> bool:
+    """Whether a config's kernel masks its edge rows/columns (``EDGE_MASK`` of ``epilogue.mma_tile``; TMA loads
+    have their own bounds)."""
+    if MASKED_EDGES in ("all", "none"):
+        return MASKED_EDGES == "all"
+    return config.variant == "splitk" and config.block_m <= MASKED_EDGE_MAX_BLOCK_M
+
+
 def programs_per_sm(config: GemmConfig, dtype: str, limits: KernelLimits) -> int:
     """How many programs of a persistent kernel gemm() launches per SM (grid = sm_count * this).
 

@@ -267,6 +267,33 @@ def test_partial_vectors_of_misaligned_rows(k: int, n: int, offset: int, a_vec: 
     check(plan.run(), a, b, torch.float16)
 
 
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("variant", ["persistent", "streamk", "splitk"])
+def test_masked_edges(monkeypatch: pytest.MonkeyPatch, variant: str, layout: str) -> None:
+    """Edge rows/columns masked instead of wrapped (split-K's small tiles by the rule; every variant under the
+    experiments' override "all"): ragged M = 40 and N = 24 over 16x16 tiles, read with 16-byte vectors along a
+    contiguous M or N, so a mask at the wrong element drops or duplicates valid rows/columns."""
+    from theodolite.kernels import config as config_module
+
+    monkeypatch.setattr(config_module, "MASKED_EDGES", "all")
+    a = operand(40, 48, layout[0] == "t", torch.float16)
+    b = operand(48, 24, layout[1] == "t", torch.float16)
+    (launch,) = plan_gemm(a, b, CONFIGS[variant]).steps
+    assert launch.kwargs["EDGE_MASK"] is True
+    assert max(launch.kwargs["A_VEC"], launch.kwargs["B_VEC"]) == 8
+    check(run(a, b, CONFIGS[variant]), a, b, torch.float16)
+
+
+def test_masked_edges_rule() -> None:
+    from theodolite.kernels.config import masked_edges
+
+    assert masked_edges(GemmConfig("splitk", 16, 64, 128, 8, 4, 4, split_k=4))
+    assert masked_edges(GemmConfig("splitk", 32, 128, 64, 8, 4, 4, split_k=2))
+    assert not masked_edges(GemmConfig("splitk", 64, 64, 128, 8, 4, 4, split_k=4))
+    assert not masked_edges(GemmConfig("persistent", 16, 64, 128, 8, 4, 4))
+    assert not masked_edges(GemmConfig("streamk", 128, 128, 64, 8, 8, 4))
+
+
 def test_partial_vectors_switch_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THEODOLITE_PARTIAL_VEC", "0")
     a = operand(20, 44, False, torch.float16)

@@ -1,12 +1,14 @@
 """Rows/columns past a tile's edge: wrapped (``% LM``, ``% LN``: the edge tile loads duplicates of the first rows or
 columns) or masked (not loaded at all), on skinny and ragged shapes (bf16, "nn").
 
-``kernels.epilogue.EDGE_MASK`` is read from ``THEODOLITE_EDGE_MASK`` at import, so each mode runs in its own process;
-run the modes alternately (0, 1, 0, 1) to see the drift between runs.  Each run times the configs back to back on
+``kernels.config.MASKED_EDGES`` is read from ``THEODOLITE_MASKED_EDGES`` at import ("none": every variant wraps,
+"all": every variant masks), so each mode runs in its own process; run the modes alternately to see the drift between
+runs.  (``edge-mask-h100.json`` came from the first form of this switch, ``THEODOLITE_EDGE_MASK=0/1``, the same two
+modes.)  Each run times the configs back to back on
 rotated input copies in a CUDA graph (the harness's mode under L2 / 2; larger inputs stay as they are), torch.matmul
 beside them.  Writes ``$OUT/edge-mask-<mode>-<run>.json``:
 
-    for r in 1 2; do for m in 0 1; do THEODOLITE_EDGE_MASK=$m EDGE_RUN=$r PYTHONPATH=$PWD OUT=$OUT \\
+    for r in 1 2; do for m in none all; do THEODOLITE_MASKED_EDGES=$m EDGE_RUN=$r PYTHONPATH=$PWD OUT=$OUT \\
         python3 reports/results/experiments/edge_mask.py; done; done
 """
 
@@ -15,7 +17,7 @@ import os
 
 import torch
 import triton
-from theodolite.kernels import epilogue
+from theodolite.kernels import config as kernel_config
 from theodolite.kernels.benchmark import Timer, make_inputs, rotation_count
 from theodolite.kernels.config import GemmConfig
 from theodolite.kernels.launch import plan_gemm
@@ -30,7 +32,7 @@ CONFIGS = [
     "splitk/64x64x128/g8/w4/s4/k8", "streamk/64x64x64/g8/w4/s4/k1", "streamk/128x128x64/g8/w8/s4/k1",
     "persistent/128x128x64/g8/w8/s4/k1/f", "persistent/128x256x64/g8/w8/s3/k1/f", "tma/128x256x64/g8/w8/s3/k1/f",
 ]  # fmt: skip
-mode = int(bool(epilogue.EDGE_MASK))
+mode = kernel_config.MASKED_EDGES
 device = torch.device("cuda")
 timer = Timer()
 rows = []
@@ -65,5 +67,5 @@ out_path = os.path.join(os.environ.get("OUT", "."), f"edge-mask-{mode}-{os.envir
 with open(out_path, "w") as stream:
     command = __doc__.split("\n\n")[-1].strip()
     json.dump({"device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
-               "edge_mask": mode, "command": command, "rows": rows}, stream, indent=1)  # fmt: skip
+               "masked_edges": mode, "command": command, "rows": rows}, stream, indent=1)  # fmt: skip
 print("wrote", out_path)
