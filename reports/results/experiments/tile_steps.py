@@ -30,12 +30,12 @@ from multiprocessing import get_context
 import torch
 import triton
 
-TILES = [  # (BM, BN, BK, warps)
+TILES: list[tuple[int, ...]] = [  # (BM, BN, BK, warps)
     (16, 64, 64, 4), (16, 64, 128, 4), (16, 128, 64, 4), (16, 128, 128, 4), (32, 64, 64, 4), (32, 64, 128, 4),
     (32, 128, 64, 4), (64, 32, 128, 4), (64, 64, 64, 4), (64, 64, 128, 4), (64, 128, 64, 4), (128, 64, 64, 4),
     (128, 128, 64, 8),
 ]  # fmt: skip
-STAGES = (2, 3, 4, 5)
+STAGES: tuple[int, ...] = (2, 3, 4, 5)
 if os.environ.get("TILE_STEPS_TILES"):  # e.g. "16x64x128x4,64x64x64x4": BM x BN x BK x warps
     TILES = [tuple(int(v) for v in t.split("x")) for t in os.environ["TILE_STEPS_TILES"].split(",")]
 if os.environ.get("TILE_STEPS_STAGES"):
@@ -73,7 +73,7 @@ def warm(jobs: list[tuple]) -> list[str]:
     for tile, stages, setting in jobs:
         try:
             a, b, out = inputs(setting, tile[0], tile[1], 256, "cuda")
-            plan_gemm(a, b, config(*tile, stages), out=out).run()
+            plan_gemm(a, b, config(tile[0], tile[1], tile[2], tile[3], stages), out=out).run()
             torch.cuda.synchronize()
         except Exception as error:  # reported, the main loop skips it too
             errors.append(f"{tile} s{stages} {setting}: {type(error).__name__}: {str(error)[:120]}")
@@ -89,7 +89,7 @@ def main() -> None:
     cases = []
     for tile in TILES:
         for stages in STAGES:
-            c = config(*tile, stages)
+            c = config(tile[0], tile[1], tile[2], tile[3], stages)
             if smem_bytes(c, "bf16") > SMEM_LIMIT:
                 continue
             fit = programs_per_sm(c, "bf16", limits)
@@ -104,7 +104,7 @@ def main() -> None:
     timer = Timer()
     rows = []
     for tile, stages, setting in cases:
-        c = config(*tile, stages)
+        c = config(tile[0], tile[1], tile[2], tile[3], stages)
         times = {}
         for k in (K_FULL, K_HALF):
             a, b, out = inputs(setting, tile[0], tile[1], k, "cuda")
