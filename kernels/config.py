@@ -508,7 +508,7 @@ def estimated_registers(config: GemmConfig, warp_size: int = 32) -> int:
 
 
 # split-K tiles of at most this many rows mask the rows/columns past the edge instead of loading wrapped duplicates
-# (reports/results/experiments "Edge tiles: wrapped or masked"; H100: 16x64 split-K on N = 40 1.3-1.5x faster, while
+# (reports/results/experiments "Edge tiles: wrapped or masked"; H100: 16x64 split-K on ragged N 1.2-1.5x faster, while
 # the mask's per-element predicates cost large persistent tiles up to 3x, so the others keep wrapping)
 MASKED_EDGE_MAX_BLOCK_M = 32
 # THEODOLITE_MASKED_EDGES (read at import) overrides the rule for side-by-side experiments: "all" or "none"

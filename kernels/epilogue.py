@@ -59,7 +59,7 @@ def mma_tile(
 
     Rows/columns past the edge wrap (``% LM``, ``% LN``), so loads along a contiguous M or N stay
     vectorizable; the store masks them.  With ``EDGE_MASK`` they are masked as well (not loaded): the
-    edge tile of a ragged N then reads no duplicate columns (split-K 16x64 tiles, N = 40: 1.3-1.5x
+    edge tile of a ragged N then reads no duplicate columns (split-K 16x64 tiles on ragged N: 1.2-1.5x
     faster, H100), but the per-element mask costs the large persistent tiles up to 3x, so the
     launch turns it on for split-K's small tiles only (``config.masked_edges``).  K is masked every
     step (one pipelined loop; a separate tail step costs ~40 registers and spills).
@@ -106,12 +106,13 @@ def mma_tile(
     ka = (KA // KA_VEC) * KA_VEC - k_lo * BLOCK_K
     kb = (KB // KB_VEC) * KB_VEC - k_lo * BLOCK_K
     for _ in range(k_lo, k_hi):
+        a_mask = rk[None, :] < ka
+        b_mask = rk[:, None] < kb
         if EDGE_MASK:
-            a = tl.load(a_ptrs, mask=(rk[None, :] < ka) & (rm_raw[:, None] < lm), other=0.0)
-            b = tl.load(b_ptrs, mask=(rk[:, None] < kb) & (rn_raw[None, :] < ln), other=0.0)
-        else:
-            a = tl.load(a_ptrs, mask=rk[None, :] < ka, other=0.0)
-            b = tl.load(b_ptrs, mask=rk[:, None] < kb, other=0.0)
+            a_mask = a_mask & (rm_raw[:, None] < lm)
+            b_mask = b_mask & (rn_raw[None, :] < ln)
+        a = tl.load(a_ptrs, mask=a_mask, other=0.0)
+        b = tl.load(b_ptrs, mask=b_mask, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += a_step
         b_ptrs += b_step

@@ -47,10 +47,11 @@ PER_SM = {"l2x1": 0, "l2x2": 2, "l2x3": 3, "hbm": 0}  # 0: PROGRAMS programs, on
 SMEM_LIMIT = 227 * 1024
 
 
-def config(bm: int, bn: int, bk: int, warps: int, stages: int):  # noqa: ANN201
+def config(tile: tuple[int, ...], stages: int):  # noqa: ANN201
+    """The persistent config of a (BM, BN, BK, warps) tile."""
     from theodolite.kernels.config import GemmConfig
 
-    return GemmConfig("persistent", bm, bn, bk, num_warps=warps, num_stages=stages)
+    return GemmConfig("persistent", tile[0], tile[1], tile[2], num_warps=tile[3], num_stages=stages)
 
 
 def inputs(setting: str, bm: int, bn: int, k: int, device: str):  # noqa: ANN201
@@ -73,7 +74,7 @@ def warm(jobs: list[tuple]) -> list[str]:
     for tile, stages, setting in jobs:
         try:
             a, b, out = inputs(setting, tile[0], tile[1], 256, "cuda")
-            plan_gemm(a, b, config(tile[0], tile[1], tile[2], tile[3], stages), out=out).run()
+            plan_gemm(a, b, config(tile, stages), out=out).run()
             torch.cuda.synchronize()
         except Exception as error:  # reported, the main loop skips it too
             errors.append(f"{tile} s{stages} {setting}: {type(error).__name__}: {str(error)[:120]}")
@@ -89,7 +90,7 @@ def main() -> None:
     cases = []
     for tile in TILES:
         for stages in STAGES:
-            c = config(tile[0], tile[1], tile[2], tile[3], stages)
+            c = config(tile, stages)
             if smem_bytes(c, "bf16") > SMEM_LIMIT:
                 continue
             fit = programs_per_sm(c, "bf16", limits)
@@ -104,7 +105,7 @@ def main() -> None:
     timer = Timer()
     rows = []
     for tile, stages, setting in cases:
-        c = config(tile[0], tile[1], tile[2], tile[3], stages)
+        c = config(tile, stages)
         times = {}
         for k in (K_FULL, K_HALF):
             a, b, out = inputs(setting, tile[0], tile[1], k, "cuda")
