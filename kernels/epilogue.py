@@ -72,14 +72,13 @@ def mma_tile(
     if B_VEC > 1:
         stride_b = (stride_b // B_VEC) * B_VEC
         stride_bb = (stride_bb // B_VEC) * B_VEC
-    rm_raw = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn_raw = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rm = rm_raw % LM
-    rn = rn_raw % LN
-    # the edge masks, along a contiguous M or N with the divisibility the host vouches for (the stored extent is
-    # a multiple of the vector when A_VEC/B_VEC > 1), so that a mask stays constant over a vector
-    lm = LM if A_KMAJOR else (LM // A_VEC) * A_VEC
-    ln = LN if B_KMAJOR else (LN // B_VEC) * B_VEC
+    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % LM
+    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % LN
+    if EDGE_MASK:
+        # rows/columns inside the edge, along a contiguous M or N with the divisibility the host vouches for (the
+        # stored extent is a multiple of the vector when A_VEC/B_VEC > 1), so that a mask stays constant over a vector
+        m_in = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) < (LM if A_KMAJOR else (LM // A_VEC) * A_VEC)
+        n_in = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) < (LN if B_KMAJOR else (LN // B_VEC) * B_VEC)
     if A_VEC > 1:
         rm = tl.max_contiguous(tl.multiple_of(rm, A_VEC), A_VEC)
     if B_VEC > 1:
@@ -106,13 +105,12 @@ def mma_tile(
     ka = (KA // KA_VEC) * KA_VEC - k_lo * BLOCK_K
     kb = (KB // KB_VEC) * KB_VEC - k_lo * BLOCK_K
     for _ in range(k_lo, k_hi):
-        a_mask = rk[None, :] < ka
-        b_mask = rk[:, None] < kb
         if EDGE_MASK:
-            a_mask = a_mask & (rm_raw[:, None] < lm)
-            b_mask = b_mask & (rn_raw[None, :] < ln)
-        a = tl.load(a_ptrs, mask=a_mask, other=0.0)
-        b = tl.load(b_ptrs, mask=b_mask, other=0.0)
+            a = tl.load(a_ptrs, mask=(rk[None, :] < ka) & m_in[:, None], other=0.0)
+            b = tl.load(b_ptrs, mask=(rk[:, None] < kb) & n_in[None, :], other=0.0)
+        else:
+            a = tl.load(a_ptrs, mask=rk[None, :] < ka, other=0.0)
+            b = tl.load(b_ptrs, mask=rk[:, None] < kb, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += a_step
         b_ptrs += b_step
