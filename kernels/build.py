@@ -45,12 +45,14 @@ def _source(
 
     ``loads``: the operands' load width (``KernelBuild.loads``): "vector" 16 bytes, "vec8"/"vec4" the
     binaries of misaligned rows read as 8-/4-byte vectors, "scalar" element-wise (both operands
-    misaligned and not copied): each a different register budget; the narrow ones spill first."""
+    misaligned and not copied), "scalar-a"/"scalar-b" that operand element-wise and the other 16-byte
+    vectors: each a different register budget; the narrow ones spill first."""
     from theodolite.kernels import persistent, splitk, streamk, tma
     from triton.compiler import ASTSource
 
-    width = {"vector": 16, "vec8": 8, "vec4": 4, "scalar": 1}[loads]
-    vec = max(1, width // DTYPE_BYTES[dtype])
+    widths = {"vector": (16, 16), "vec8": (8, 8), "vec4": (4, 4), "scalar": (1, 1), "scalar-a": (1, 16),
+              "scalar-b": (16, 1)}[loads]  # fmt: skip
+    a_vec, b_vec = (max(1, width // DTYPE_BYTES[dtype]) for width in widths)
     kernel = {
         "persistent": persistent.persistent_kernel,
         "streamk": streamk.streamk_kernel,
@@ -68,10 +70,10 @@ def _source(
     }
     if config.variant != "tma":
         constexprs.update(
-            A_VEC=vec,
-            B_VEC=vec,
-            KA_VEC=vec if layout[0] == "n" else 1,
-            KB_VEC=vec if layout[1] == "t" else 1,
+            A_VEC=a_vec,
+            B_VEC=b_vec,
+            KA_VEC=a_vec if layout[0] == "n" else 1,
+            KB_VEC=b_vec if layout[1] == "t" else 1,
             EDGE_MASK=masked_edges(config),
         )
     else:

@@ -430,11 +430,18 @@ def issued_widths(a: int, b: int, element: int) -> tuple[int, int]:
     return a, b
 
 
-def loads_class(width: float) -> str:
-    """The build class (``KernelBuild.loads``) of a kernel whose narrowest operand loads ``width`` bytes."""
+def loads_class(a: float, b: float) -> str:
+    """The build class (``KernelBuild.loads``) of a kernel whose operands load ``a`` and ``b`` bytes (as issued).
+
+    Element-wise loads beside a 16-byte vector operand are a binary of their own ("scalar-a": A element-wise,
+    "scalar-b": B): one operand pipelined through ``cp.async`` stages, the other through registers, which
+    spills where neither form alone does (persistent 128x128x64 w8 s3 flattened: 136 B, H100)."""
+    width = min(a, b)
     if width >= ALIGN_BYTES:
         return "vector"
     if width < ASYNC_COPY_MIN_BYTES:
+        if max(a, b) >= ALIGN_BYTES:
+            return "scalar-a" if a < b else "scalar-b"
         return "scalar"
     return "vec8" if width >= 8 else "vec4"
 
@@ -442,8 +449,9 @@ def loads_class(width: float) -> str:
 def operand_loads(problem: Problem) -> str:
     """Which binary gemm() runs, by its narrowest operand loads: "vector" (16 bytes: aligned or copied
     rows), "vec8"/"vec4" (misaligned rows read as 8-/4-byte vectors: pipelined like aligned ones, more
-    registers), "scalar" (element-wise: not pipelined)."""
-    return loads_class(min(load_widths(problem)))
+    registers), "scalar" (element-wise: not pipelined), "scalar-a"/"scalar-b" (that operand element-wise, the
+    other 16-byte vectors)."""
+    return loads_class(*load_widths(problem))
 
 
 def legal_configs(

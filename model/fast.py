@@ -117,7 +117,7 @@ class AlignmentClass:
         # the binaries this class runs (scalar loads when an operand is misaligned and not copied): a config
         # whose binary spills or overflows shared memory is illegal for every shape of the class, so it must
         # not take a cell's candidate place (else whole cells fall back to the full space)
-        builds = table.builds_by_loads[loads_class(min(a_vec, b_vec))]
+        builds = table.builds_by_loads[loads_class(a_vec, b_vec)]
         smem = table.hw.limits.smem_bytes_per_block
         self.build_ok = np.array([b is None or (b.n_spills == 0 and b.shared_bytes <= smem) for b in builds])
 
@@ -405,7 +405,7 @@ class IntRoute:
         a_al, b_al = a_w == ALIGN_BYTES, b_w == ALIGN_BYTES
         # as load_widths: a copied operand is aligned; element-wise beside element-wise
         a_eff, b_eff = issued_widths(ALIGN_BYTES if copy_a else a_w, ALIGN_BYTES if copy_b else b_w, self.e)
-        loads = loads_class(min(a_eff, b_eff))  # as operand_loads
+        loads = loads_class(a_eff, b_eff)  # as operand_loads
         mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), k_bin, False, crowded, loads))
         if mask is None:
             return None

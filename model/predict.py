@@ -98,14 +98,15 @@ class ConfigTable:
         builds = [profile.kernel_build(c.variant, c.key, dtype) for c in configs]
         self.builds = builds
         # the binaries of misaligned, uncopied operands (8-/4-byte vectors, element-wise loads): they may
-        # spill where the vector ones do not; a profile without them falls back to the vector builds
-        self.builds_by_loads = {"vector": builds} | {
-            loads: [
-                profile.kernel_build(c.variant, c.key, dtype, loads) or b for c, b in zip(configs, builds, strict=True)
+        # spill where the vector ones do not; a profile without them falls back to the nearest it has (an
+        # operand element-wise beside vectors: the all-element-wise build, then the vector one)
+        self.builds_by_loads = {"vector": builds}
+        for loads in KERNEL_LOADS[1:]:
+            fallback = self.builds_by_loads["scalar" if loads.startswith("scalar-") else "vector"]
+            self.builds_by_loads[loads] = [
+                profile.kernel_build(c.variant, c.key, dtype, loads) or b
+                for c, b in zip(configs, fallback, strict=True)
             ]
-            for loads in KERNEL_LOADS
-            if loads != "vector"
-        }
 
         def arr(values: Sequence[float]) -> np.ndarray:
             return np.array(values, dtype=np.float64)

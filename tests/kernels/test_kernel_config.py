@@ -152,6 +152,10 @@ def test_load_widths_of_misaligned_rows() -> None:
     assert operand_loads(Problem(64, 32, 144)) == "vector"
     assert operand_loads(Problem(64, 129, 146)) == "scalar"
     assert operand_loads(Problem(64, 36, 146, dtype="fp8e4m3")) == "scalar"
+    # element-wise beside 16-byte vectors: a binary of its own, named by the element-wise operand
+    assert operand_loads(Problem(64, 129, 144)) == "scalar-b"
+    assert operand_loads(Problem(64, 128, 145)) == "scalar-a"
+    assert operand_loads(Problem(64, 129, 146, layout="tn")) == "scalar-b"  # A's rows of M = 64: vectors
 
 
 def test_legality_rules() -> None:

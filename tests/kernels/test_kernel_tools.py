@@ -78,6 +78,22 @@ def test_compile_one_offline() -> None:
     _compile_offline(code, timeout=240)
 
 
+def test_element_wise_beside_vectors_builds_its_own_binary() -> None:
+    """"scalar-b" compiles A as 16-byte vectors (pipelined through cp.async stages: more shared memory) and B
+    element-wise; that mix spills in persistent 128x128x64 w8 s3 flattened where all-element-wise loads do not."""
+    pytest.importorskip("triton")
+    code = (
+        "from theodolite.kernels.build import compile_one\n"
+        "key = 'persistent/128x128x64/g8/w8/s3/k1/f'\n"
+        "scalar = compile_one(key, 'bf16', loads='scalar')\n"
+        "mixed = compile_one(key, 'bf16', loads='scalar-b')\n"
+        "assert scalar.n_spills == 0 and mixed.n_spills > 0, (scalar, mixed)\n"
+        "assert mixed.shared_bytes > scalar.shared_bytes and mixed.loads == 'scalar-b', (scalar, mixed)\n"
+        "print('ok', scalar.n_spills, mixed.n_spills)\n"
+    )
+    _compile_offline(code, timeout=300)
+
+
 def test_splitk_reduction_registers_do_not_grow_with_the_split() -> None:
     """The last slice's reduction loops over the slices: 16 slices compile to the registers of 2, no spills (an
     unrolled loop kept every partial live: 64x128 k4 spilled 132 B, k16 2.5 KB)."""
@@ -206,3 +222,23 @@ def test_a_shape_that_cannot_be_captured_is_timed_eagerly_and_says_so() -> None:
     times = timer.interleaved([[lambda i=i: i] for i in range(2)])
     assert times == pytest.approx(base)
     assert timer.last_mode.startswith("eager (graph capture failed: RuntimeError")
+
+
+def test_bundled_profiles_carry_every_load_class_build() -> None:
+    """Each pointer-based config has a build per load class (KERNEL_LOADS) in the measured profiles, so a
+    misaligned problem is judged by the binary it runs, not a fallback."""
+    from pathlib import Path
+
+    from theodolite.kernels.config import config_space
+    from theodolite.profile.schema import KERNEL_LOADS
+
+    from theodolite.profile import load as load_profile
+
+    root = Path(__file__).resolve().parents[2] / "profiles"
+    for name in ("nvidia-h100-80gb-hbm3.h5", "nvidia-h200.h5"):
+        profile = load_profile(str(root / name))
+        for config in config_space("bf16"):
+            if config.variant == "tma":
+                continue
+            for loads in KERNEL_LOADS:
+                assert profile.kernel_build(config.variant, config.key, "bf16", loads) is not None, (name, config, loads)

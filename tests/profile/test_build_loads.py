@@ -68,3 +68,28 @@ def test_partial_vector_problems_are_judged_by_their_width_build(measured_profil
     assert loaded.kernel_build("persistent", KEY, "bf16", "vec4").n_spills == 96
     with pytest.raises(ProfileError, match="unknown loads 'vec3'"):
         validate(replace(profile, kernel_builds=(replace(vec4, loads="vec3"),)))
+
+
+def test_element_wise_beside_vectors_is_judged_by_its_own_build(measured_profile: Profile) -> None:
+    """A operand in 16-byte vectors beside element-wise B runs a binary of its own (one operand in cp.async
+    stages, the other through registers: it spills where the all-element-wise one does not); a profile
+    without that build falls back to the all-element-wise one, not to the vector one."""
+    from theodolite.model.predict import ConfigTable
+
+    mixed = Problem(64, 129, 144)  # K rows of 144 bf16: 16 bytes; N rows of 129: element-wise
+    assert operand_loads(mixed) == "scalar-b"
+    limits = KernelLimits.from_profile(measured_profile)
+    config = GemmConfig.from_key(KEY)
+    clean = KernelBuild("persistent", KEY, "bf16", "sm_90", 230, 0, 196608, 3)
+    scalar = KernelBuild("persistent", KEY, "bf16", "sm_90", 255, 0, 65536, 3, loads="scalar")
+    spilling = replace(scalar, loads="scalar-b", n_spills=136)
+    without = replace(measured_profile, kernel_builds=(clean, scalar))
+    assert config in legal_configs(mixed, limits, without)
+    with_mixed = replace(measured_profile, kernel_builds=(clean, scalar, spilling))
+    assert config not in legal_configs(mixed, limits, with_mixed)
+    assert config in legal_configs(Problem(64, 129, 146), limits, with_mixed)  # both element-wise: "scalar"
+    index = ConfigTable(with_mixed, "bf16").index[KEY]
+    assert ConfigTable(with_mixed, "bf16").legal_mask(mixed)[index] == False  # noqa: E712 (numpy bool)
+    no_scalar = replace(measured_profile, kernel_builds=(clean, replace(clean, loads="scalar", n_spills=8)))
+    assert ConfigTable(no_scalar, "bf16").builds_by_loads["scalar-a"][index].n_spills == 8
+

@@ -292,11 +292,13 @@ class KernelBuild:
     num_stages: int
     # "vector": the binary for 16-byte aligned (or copied) operands; "vec8"/"vec4": misaligned rows read
     # as 8-/4-byte vectors (more load instructions and addresses: more registers); "scalar": element-wise
-    # loads of misaligned rows gemm() does not copy (KERNEL_LOADS)
+    # loads of misaligned rows gemm() does not copy; "scalar-a"/"scalar-b": A (B) element-wise beside the other
+    # operand's 16-byte vectors (KERNEL_LOADS)
     loads: str = "vector"
 
 
-KERNEL_LOADS = ("vector", "vec8", "vec4", "scalar")  # the binaries a config is built as, by load width
+# the binaries a config is built as, by load width
+KERNEL_LOADS = ("vector", "vec8", "vec4", "scalar", "scalar-a", "scalar-b")
 
 
 @dataclass(frozen=True)
