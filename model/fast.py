@@ -61,9 +61,11 @@ class AlignmentClass:
         self.table = table
         self.a_vec, self.b_vec, self.out_bytes, self.tma_ok = a_vec, b_vec, out_bytes, tma_ok
         self.uses = 0
+        loads = loads_class(a_vec, b_vec)
+        self.view = view = table.for_loads(loads)  # the residency of the binaries this class runs
         per_program = core.per_program(table, a_vec, b_vec)
         self.per_program = per_program
-        columns = {name: per_program if name == "per_program" else getattr(table, name) for name in core.SCALAR_FIELDS}
+        columns = {name: per_program if name == "per_program" else getattr(view, name) for name in core.SCALAR_FIELDS}
         if core.synchronous(a_vec, b_vec):  # latency not hidden, no prefetches (as core.cost)
             columns["lat_div"] = 1.0 / core.scalar_batches(table, a_vec, b_vec, table.hw)
             columns["stage_fill"] = np.zeros(len(table.configs))
@@ -87,7 +89,7 @@ class AlignmentClass:
         # programs than fit can beat the per-SM floor in its remainder phase: L2 only there)
         hw = table.hw
         l2_coef = table.panel * table.bk * hw.element_bytes / hw.l2_bandwidth
-        loose = table.is_streamk & (table.launched > table.fit)
+        loose = table.is_streamk & (table.launched > view.fit)
         floor = np.where(loose, 0.0, per_program / table.sm)
         coef = np.maximum(l2_coef, floor)
         # per wave, every work item needs at least iterations x (per_program + loop overhead) on its SM
@@ -109,7 +111,7 @@ class AlignmentClass:
         fixed_min = fixed_min + table.elems * np.where(table.is_splitk, core.PARTIAL_BYTES, out_bytes) / hw.sm_bandwidth
         self.bound = [
             (int(table.bm[i]), int(table.bn[i]), int(table.bk[i]), int(table.split[i]), float(coef[i]),
-             int(table.slots[i]), int(table.pprog[i]), bool(table.is_splitk[i]), float(it_min[i]),
+             int(view.slots[i]), int(table.pprog[i]), bool(table.is_splitk[i]), float(it_min[i]),
              float(table.launch_fixed[i]), float(fixed_min[i] / max(float(it_min[i]), 1e-30)))
             for i in range(len(table.configs))
         ]  # fmt: skip
@@ -117,7 +119,7 @@ class AlignmentClass:
         # the binaries this class runs (scalar loads when an operand is misaligned and not copied): a config
         # whose binary spills or overflows shared memory is illegal for every shape of the class, so it must
         # not take a cell's candidate place (else whole cells fall back to the full space)
-        builds = table.builds_by_loads[loads_class(a_vec, b_vec)]
+        builds = table.builds_by_loads[loads]
         smem = table.hw.limits.smem_bytes_per_block
         self.build_ok = np.array([b is None or (b.n_spills == 0 and b.shared_bytes <= smem) for b in builds])
 
@@ -196,9 +198,10 @@ class AlignmentClass:
             for s in range(0, m.shape[0], GRID_CHUNK):  # chunks that stay in cache: ~4x faster than one pass
                 part = slice(s, s + GRID_CHUNK)
                 times[part], _ = core.cost(
-                    m[part], n[part], k[part], 1, self.a_vec, self.b_vec, self.out_bytes, table, table.hw, core.NumpyOps
-                )
-        legal = table.fit_ok[None, :] & self.build_ok[None, :] & (~table.is_tma[None, :] | self.tma_ok)
+                    m[part], n[part], k[part], 1, self.a_vec, self.b_vec, self.out_bytes, self.view, table.hw,
+                    core.NumpyOps,
+                )  # fmt: skip
+        legal = self.view.fit_ok[None, :] & self.build_ok[None, :] & (~table.is_tma[None, :] | self.tma_ok)
         legal = legal & ((table.split[None, :] <= 1) | (table.split[None, :] * table.bk[None, :] <= k))
         if table._splitk_limit is not None:  # legality's split-K tile limit
             tiles = np.ceil(m / table.bm[None, :]) * np.ceil(n / table.bn[None, :])

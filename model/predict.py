@@ -15,6 +15,7 @@ every per-wave term is evaluated for the full waves and again for the smaller la
 from __future__ import annotations
 
 import bisect
+import copy
 import math
 import threading
 from collections.abc import Sequence
@@ -124,9 +125,17 @@ class ConfigTable:
         self.is_streamk = np.array([c.variant == "streamk" for c in configs])
         self.is_splitk = np.array([c.variant == "splitk" for c in configs])
         self.launched = arr([occupancy.launched_per_sm(c, dtype, limits) for c in configs])
-        self.fit = arr([occupancy.resident_per_sm(c, dtype, limits, b) for c, b in zip(configs, builds, strict=False)])
+        # programs resident per SM, from the binary that runs: each load class has its own registers and shared
+        # memory (an element-wise build keeps one stage but more registers), so its own residency (for_loads)
+        self._fit_by_loads = {
+            loads: arr([occupancy.resident_per_sm(c, dtype, limits, b) for c, b in zip(configs, class_builds,
+                                                                                          strict=True)])
+            for loads, class_builds in self.builds_by_loads.items()
+        }  # fmt: skip
+        self.fit = self._fit_by_loads["vector"]
         self.fit_ok = self.fit >= 1
         self.fit = np.maximum(self.fit, 1.0)
+        self._views: dict[str, ConfigTable] = {"vector": self}
         # --- what core.cost reads (arrays here; one scalar namespace per config for the fast path) ---
         self.is_sk = self.is_streamk.astype(np.float64)
         self.is_split = self.is_splitk.astype(np.float64)
@@ -177,6 +186,21 @@ class ConfigTable:
         self._lock = threading.Lock()
         self.selections = 0  # fast-path use count (model.fast builds its grid after a few)
 
+    def for_loads(self, loads: str) -> ConfigTable:
+        """This table as the ``loads`` class's binaries run it: the same arrays, with their residency (``fit``,
+        ``fit_ok``, ``slots``) read from that class's builds."""
+        view = self._views.get(loads)
+        if view is None:
+            view = copy.copy(self)
+            fit = self._fit_by_loads[loads]
+            view.fit_ok = fit >= 1
+            view.fit = np.maximum(fit, 1.0)
+            view.slots = self.sm * view.fit
+            view._views = self._views
+            with self._lock:
+                self._views[loads] = view
+        return view
+
     # -- legality (exactly legality(), cached per class of problems that it cannot tell apart) --
     def splitk_crowded(self, m: int, n: int, batch: int) -> tuple[bool, ...]:
         """Per split-K tile shape: too many output tiles for split-K (legality's SPLITK_MAX_WAVES rule)."""
@@ -209,7 +233,7 @@ class ConfigTable:
             builds = self.builds_by_loads[loads]
             mask = (
                 np.array([legality(c, problem, limits, b) is None for c, b in zip(self.configs, builds, strict=True)])
-                & self.fit_ok
+                & self.for_loads(loads).fit_ok
             )
             mask.setflags(write=False)
             with self._lock:
@@ -312,7 +336,8 @@ def evaluate(table: ConfigTable, problem: Problem, detail: bool = False) -> tupl
         terms = {name: zero for name in _TERM_NAMES}
         terms.update({"launch": base, "#sm_busy": zero + 1.0, "#last_wave_busy": zero + 1.0, "#tail_split": zero + 1.0})
         return base, terms
-    total, terms = core.cost(m, n, k, batch, a_vec, b_vec, problem.output_bytes, table, hw, core.NumpyOps, detail)
+    view = table.for_loads(operand_loads(problem))
+    total, terms = core.cost(m, n, k, batch, a_vec, b_vec, problem.output_bytes, view, hw, core.NumpyOps, detail)
     total = total + copy_s
     if detail:
         terms["copy"] = np.full(total.shape, copy_s)

@@ -79,7 +79,7 @@ def test_compile_one_offline() -> None:
 
 
 def test_element_wise_beside_vectors_builds_its_own_binary() -> None:
-    """"scalar-b" compiles A as 16-byte vectors (pipelined through cp.async stages: more shared memory) and B
+    """ "scalar-b" compiles A as 16-byte vectors (pipelined through cp.async stages: more shared memory) and B
     element-wise; that mix spills in persistent 128x128x64 w8 s3 flattened where all-element-wise loads do not."""
     pytest.importorskip("triton")
     code = (
@@ -230,9 +230,9 @@ def test_bundled_profiles_carry_every_load_class_build() -> None:
     from pathlib import Path
 
     from theodolite.kernels.config import config_space
-    from theodolite.profile.schema import KERNEL_LOADS
 
     from theodolite.profile import load as load_profile
+    from theodolite.profile.schema import KERNEL_LOADS
 
     root = Path(__file__).resolve().parents[2] / "profiles"
     for name in ("nvidia-h100-80gb-hbm3.h5", "nvidia-h200.h5"):
@@ -241,4 +241,5 @@ def test_bundled_profiles_carry_every_load_class_build() -> None:
             if config.variant == "tma":
                 continue
             for loads in KERNEL_LOADS:
-                assert profile.kernel_build(config.variant, config.key, "bf16", loads) is not None, (name, config, loads)
+                build = profile.kernel_build(config.variant, config.key, "bf16", loads)
+                assert build is not None, (name, config.key, loads)

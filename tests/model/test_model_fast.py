@@ -36,17 +36,31 @@ def _with_tma_iteration_overhead() -> object:
         return load_profile(path)
 
 
+def _bundled_h100() -> object:
+    """The measured H100 profile: compiler facts per load class (their residency differs)."""
+    from pathlib import Path
+
+    from theodolite.profile.hdf5 import load_profile
+
+    return load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5")
+
+
 @pytest.mark.parametrize(
-    "profile", [H100, mi300x(), _with_tma_iteration_overhead()], ids=["h100", "mi300x", "h100-tma-overhead"]
+    "profile",
+    [H100, mi300x(), _with_tma_iteration_overhead(), _bundled_h100()],
+    ids=["h100", "mi300x", "h100-tma-overhead", "h100-measured"],
 )
 def test_scalar_cost_equals_vector_cost(profile) -> None:  # type: ignore[no-untyped-def]
+    from theodolite.kernels.config import operand_loads
+
     table = table_for(profile, "bf16")
-    for m, n, k in _shapes(120, 1):
+    for m, n, k in [*_shapes(120, 1), (640, 639, 512), (3000, 1001, 333)]:
         for layout in ("nn", "tn"):
             problem = Problem(m, n, k, layout=layout)
             a_vec, b_vec, copies = alignment(problem)
             klass = fast.alignment_class(table, a_vec, b_vec, problem.output_bytes, True)
-            vector, _ = core.cost(m, n, k, 1, a_vec, b_vec, problem.output_bytes, table, table.hw, core.NumpyOps)
+            view = table.for_loads(operand_loads(problem))  # the residency of the binary that runs
+            vector, _ = core.cost(m, n, k, 1, a_vec, b_vec, problem.output_bytes, view, table.hw, core.NumpyOps)
             for i, fields in enumerate(klass.scalar):
                 scalar = core.scalar_cost(fields, klass.hw, problem.output_bytes)(m, n, k, 1)
                 assert scalar == pytest.approx(float(vector[i]), rel=1e-12), table.keys[i]

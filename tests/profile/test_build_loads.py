@@ -93,3 +93,20 @@ def test_element_wise_beside_vectors_is_judged_by_its_own_build(measured_profile
     no_scalar = replace(measured_profile, kernel_builds=(clean, replace(clean, loads="scalar", n_spills=8)))
     assert ConfigTable(no_scalar, "bf16").builds_by_loads["scalar-a"][index].n_spills == 8
 
+
+def test_residency_is_read_from_the_binary_that_runs() -> None:
+    """Programs per SM come from the load class's build: split-K 64x64x128 k2 keeps 4 stages in its vector build
+    (one program per SM by shared memory) but one stage beside element-wise B (two fit), so a problem of that class
+    runs two per SM in the model, and one of the vector class one."""
+    from theodolite.kernels.config import Problem
+    from theodolite.model.predict import predict, table_for
+
+    profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5")
+    config = GemmConfig.from_key("splitk/64x64x128/g8/w4/s4/k2")
+    table = table_for(profile, "bf16")
+    i = table.index[config.key]
+    assert table.for_loads("vector").fit[i] == 1 and table.for_loads("scalar-b").fit[i] == 2
+    mixed, aligned = Problem(640, 639, 512), Problem(640, 640, 512)  # 100 tiles, 200 K-slices either way
+    assert operand_loads(mixed) == "scalar-b" and operand_loads(aligned) == "vector"
+    assert predict(mixed, config, profile).details["concurrent"] == 200
+    assert predict(aligned, config, profile).details["concurrent"] == 132
