@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import triton
 from theodolite.kernels.config import (
+    COPY_PITCH_BYTES,
     DTYPE_BYTES,
     TAIL_CHUNKS,
     ConfigError,
@@ -260,7 +261,8 @@ def _aligned_copy(op: _Operand, vec: int, source: int) -> tuple[_Operand, _Align
     first_only = op.batch_stride == 0
     view = _AlignedCopy.stored(src, op.row_major, first_only)
     outer, inner = view.shape[-2], view.shape[-1]
-    padded = -(-inner // vec) * vec
+    pitch = max(vec, COPY_PITCH_BYTES // src.element_size())  # rows on COPY_PITCH_BYTES boundaries
+    padded = -(-inner // pitch) * pitch
     buf = torch.empty((view.shape[0], outer, padded), dtype=src.dtype, device=src.device)
     dst = buf[..., :inner]
     if padded > inner:  # zero padding: along K the kernels read it (as zeros) instead of masking

@@ -219,6 +219,8 @@ def test_misaligned_operand_copy_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     assert needs_aligned_copy(problem) == (True, False)
     plan = plan_gemm(a, b, CONFIGS["persistent"])
     assert len(plan.steps) == 2  # the copy of A, then the kernel
+    # the copy's rows start on 128-byte boundaries (an odd multiple of 16 bytes slows cp.async: row_pitch.py)
+    assert plan.steps[0].dst.stride(-2) * 2 == 128
     check(plan.run(), a, b, torch.float16)
     b2 = operand(33, 128, False, torch.float16)
     check(plan_gemm(a, b2, CONFIGS["tma"]).run(), a, b2, torch.float16)  # tma legal through the copy of A
