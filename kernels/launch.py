@@ -255,13 +255,14 @@ class _AlignedCopy:
         self.dst.copy_(self.view(x))
 
 
-def _aligned_copy(op: _Operand, vec: int, source: int) -> tuple[_Operand, _AlignedCopy]:
-    """A padded-stride buffer for a misaligned operand and the step that fills it (run at each launch)."""
+def _aligned_copy(op: _Operand, source: int) -> tuple[_Operand, _AlignedCopy]:
+    """A padded-stride buffer for a misaligned operand and the step that fills it (run at each launch): its rows
+    start on COPY_PITCH_BYTES boundaries (a multiple of the 16-byte vectors)."""
     src = op.tensor
     first_only = op.batch_stride == 0
     view = _AlignedCopy.stored(src, op.row_major, first_only)
     outer, inner = view.shape[-2], view.shape[-1]
-    pitch = max(vec, COPY_PITCH_BYTES // src.element_size())  # rows on COPY_PITCH_BYTES boundaries
+    pitch = COPY_PITCH_BYTES // src.element_size()
     padded = -(-inner // pitch) * pitch
     buf = torch.empty((view.shape[0], outer, padded), dtype=src.dtype, device=src.device)
     dst = buf[..., :inner]
@@ -568,10 +569,10 @@ def plan_gemm(
     b_src = 1 if b_op.tensor.data_ptr() == b.data_ptr() else -1
     copy_a, copy_b = needs_aligned_copy(problem)
     if copy_a:
-        a_op, step = _aligned_copy(a_op, vec, a_src)
+        a_op, step = _aligned_copy(a_op, a_src)
         plan.steps.append(step)
     if copy_b:
-        b_op, step = _aligned_copy(b_op, vec, b_src)
+        b_op, step = _aligned_copy(b_op, b_src)
         plan.steps.append(step)
     lm = m if a_op.contiguous_is_k else a_op.extent
     ln = n if b_op.contiguous_is_k else b_op.extent

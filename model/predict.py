@@ -196,7 +196,6 @@ class ConfigTable:
             view.fit_ok = fit >= 1
             view.fit = np.maximum(fit, 1.0)
             view.slots = self.sm * view.fit
-            view._views = self._views
             with self._lock:
                 self._views[loads] = view
         return view

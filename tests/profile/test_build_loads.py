@@ -88,8 +88,9 @@ def test_element_wise_beside_vectors_is_judged_by_its_own_build(measured_profile
     with_mixed = replace(measured_profile, kernel_builds=(clean, scalar, spilling))
     assert config not in legal_configs(mixed, limits, with_mixed)
     assert config in legal_configs(Problem(64, 129, 146), limits, with_mixed)  # both element-wise: "scalar"
-    index = ConfigTable(with_mixed, "bf16").index[KEY]
-    assert ConfigTable(with_mixed, "bf16").legal_mask(mixed)[index] == False  # noqa: E712 (numpy bool)
+    table = ConfigTable(with_mixed, "bf16")
+    index = table.index[KEY]
+    assert not table.legal_mask(mixed)[index]
     no_scalar = replace(measured_profile, kernel_builds=(clean, replace(clean, loads="scalar", n_spills=8)))
     assert ConfigTable(no_scalar, "bf16").builds_by_loads["scalar-a"][index].n_spills == 8
 
