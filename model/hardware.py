@@ -38,6 +38,11 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "fraction of the (stages - 1) prefetched K-steps whose copy wait (memory latency plus the step's bytes at "
         "one SM's read ceiling) really overlaps the current one",
     ),
+    "model_tma_latency_hiding": (
+        1.0,
+        "model_latency_hiding for TMA kernels: the share of their (stages - 1) prefetched K-steps whose copy wait "
+        "overlaps the current one",
+    ),
     "model_mma_instruction_overhead": (
         1.25,
         "cycles each matrix instruction costs beyond its FLOPs (issue, operand descriptors, synchronisation)",
@@ -108,7 +113,8 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
 # The parameters fitted to measured data (the rest of MODEL_PARAMETERS are structural constants); a profile
 # without them runs on the code defaults above, which Hardware.defaults_used names.
 FITTED_PARAMETERS = (
-    "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_mma_small_rate",
+    "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_tma_latency_hiding",
+    "model_mma_small_rate",
     "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra", "model_tma_iteration_overhead",
     "model_streamk_slowdown", "model_streamk_reduce_cost",
     "model_scalar_load_cost", "model_scalar_k_load_share",
@@ -149,6 +155,7 @@ class Hardware:
     tile_overhead_s: float
     flatten_hiding: float  # share of an item's fixed cost a flattened loop hides (items after a program's first)
     latency_hiding: float
+    tma_latency_hiding: float
     launch_kernel_s: float  # one launch of our launcher: profile launch_overhead + model_launch_extra
     tma_launch_extra_s: float
     tma_iteration_overhead_s: float  # model_tma_iteration_overhead in seconds
@@ -273,6 +280,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         tile_overhead_s=_parameter(profile, "model_tile_overhead") / clock,
         flatten_hiding=_parameter(profile, "model_flatten_hiding"),
         latency_hiding=_parameter(profile, "model_latency_hiding"),
+        tma_latency_hiding=_parameter(profile, "model_tma_latency_hiding"),
         launch_kernel_s=float(profile.value("launch_overhead")) + _parameter(profile, "model_launch_extra"),
         tma_launch_extra_s=_parameter(profile, "model_tma_launch_extra"),
         tma_iteration_overhead_s=_parameter(profile, "model_tma_iteration_overhead") / clock,

@@ -145,9 +145,10 @@ class ConfigTable:
         self.compute_it = compute.compute_time(self.bm, self.bn, self.bk, hw, self.warps)
         self.smem_it = compute.smem_time(self.bm, self.bn, self.bk, self.warps, hw)
         self.issue_a, self.issue_b = compute.issue_coefficients(self.bm, self.bn, self.bk, self.is_tma, hw)
-        # TMA copies are fully asynchronous: every prefetched stage hides latency; pointer-based
-        # (cp.async) pipelines hide only model_latency_hiding of it
-        hiding = np.where(self.is_tma, 1.0, hw.latency_hiding)
+        # the share of the (stages - 1) prefetched K-steps whose latency overlaps: model_latency_hiding for
+        # pointer-based (cp.async) pipelines, model_tma_latency_hiding for TMA ones (fitted apart: on the H100 a
+        # TMA s3 build waits on the same loaded latency as a cp.async one, experiments README "TMA latency")
+        hiding = np.where(self.is_tma, hw.tma_latency_hiding, hw.latency_hiding)
         self.lat_div = np.maximum((self.stages - 1.0) * hiding, 1.0)
         self.sm = float(hw.sm_count)
         # one program's K-step bytes at one SM's streaming ceiling (its copy path, measured alone)

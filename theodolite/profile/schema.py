@@ -116,6 +116,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_latency_hiding": MetricSpec(
             "1", "model fit: fraction of the prefetched K-steps whose latency overlaps", False, 0, 1
         ),
+        "model_tma_latency_hiding": MetricSpec(
+            "1", "model fit: fraction of a TMA kernel's prefetched K-steps whose latency overlaps", False, 0, 1
+        ),
         "model_mma_instruction_overhead": MetricSpec(
             "cycle", "model fit: cycles per matrix instruction beyond its FLOPs", False, 0, 1e4
         ),
