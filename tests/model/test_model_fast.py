@@ -78,9 +78,26 @@ def test_fast_pick_is_the_full_argmin() -> None:
             assert t_fast == pytest.approx(float(times[i_fast]), rel=1e-12)
             if i_fast != i_full:
                 worse.append(float(times[i_full]) / t_fast)
-    # the grid's corner winners contain the exact argmin nearly always; when not, the loss is tiny
-    assert len(worse) <= 0.05 * 1200
-    assert not worse or min(worse) > 0.85
+    # the grid's corner winners and tile representatives contain the exact argmin nearly always; when not, the
+    # loss is tiny (without the tile representatives, fast.TILE_SLACK = 0: 36 misses)
+    assert len(worse) <= 0.02 * 1200
+    assert not worse or min(worse) > 0.9
+
+
+def test_fast_pick_is_the_full_argmin_on_the_measured_profile() -> None:
+    """The measured profile's misaligned classes and per-class residency: wave quantization inside a cell
+    (without fast.TILE_SLACK: 19 misses of 1200, the worst at 0.89 of the argmin's predicted time)."""
+    table = table_for(_bundled_h100(), "bf16")
+    worse = []
+    for m, n, k in _shapes(600, 2):
+        for layout in ("nn", "nt"):
+            problem = Problem(m, n, k, layout=layout)
+            i_fast, t_fast = fast.choose_fast(table, problem)
+            i_full, times = choose_index(table, problem)
+            if i_fast != i_full:
+                worse.append(float(times[i_full]) / t_fast)
+    assert len(worse) <= 0.015 * 1200
+    assert not worse or min(worse) > 0.95
 
 
 def test_int_route_equals_problem_route() -> None:
