@@ -31,6 +31,10 @@ from theodolite.kernels.config import ASYNC_COPY_MIN_BYTES, TAIL_CHUNKS, TAIL_MA
 from theodolite.model.hardware import Hardware
 
 PARTIAL_BYTES = 4  # fp32 partial tiles (the kernels' split-K / Stream-K workspace)
+# L2 round trips beyond its fill latency on a split-K tile's reduction path (count in, wait for the first partial),
+# as a split Stream-K tail's 2.0 below.  Chosen from 0/1/2/4/8 on both GPUs' suites (exact path, H100: random-dev
+# 0.9722/p5 0.871 at 0 -> 0.9735/0.880 at 2; 4 and more pick worse on the H100); not a profile fit
+SPLITK_ARRIVAL_TRIPS = 2.0
 
 
 class NumpyOps:
@@ -185,7 +189,10 @@ def cost(
     partials = tiles * c.split * c.elems * PARTIAL_BYTES
     ws_bw = ops.where(partials <= hw.l2_effective_bytes, hw.l2_bandwidth, hw.hbm_read_bandwidth)
     chain = ceil(tiles / sm) * c.split * c.elems * PARTIAL_BYTES / hw.sm_bandwidth
-    second = latency + mx(partials / ws_bw, chain) + tiles * c.elems * out_bytes / hw.hbm_write_bandwidth
+    # plus two L2 round trips on the last slice's path, as a Stream-K tail's: its arrival (the acq_rel counter
+    # add, after the release of its partial) and the wait for the first partial it sums
+    second = (latency + SPLITK_ARRIVAL_TRIPS * hw.l2_latency_s + mx(partials / ws_bw, chain)
+              + tiles * c.elems * out_bytes / hw.hbm_write_bandwidth)  # fmt: skip
     fixup = ops.where(c.is_split > 0, second, 0.0)
     launch = c.launch_fixed + grid * hw.program_start_s / sm
     total = launch + kernel + fixup
@@ -377,7 +384,8 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
             partials = tiles * split * partial_tile
             chain = -(-tiles // sm) * split * partial_tile / sm_bw
             spread = partials / (l2_bw if partials <= l2_eff else hbm_read)
-            total += latency + (chain if chain > spread else spread) + tiles * elems * out_bytes / hbm_write
+            total += latency + SPLITK_ARRIVAL_TRIPS * l2_lat + (chain if chain > spread else spread)
+            total += tiles * elems * out_bytes / hbm_write
         return total
 
     return cost_of
