@@ -1,0 +1,101 @@
+"""Does copying an aligned operand whose row pitch is 16 or 32 bytes off a 64-byte boundary pay, and from what size?
+(the rule ``kernels.config.needs_aligned_copy`` keeps: PITCH_COPY_BYTES, PITCH_COPY_MIN_REUSE, PITCH_COPY_MIN_FLOPS).
+
+The random-dev shapes with such an operand (no other copy rule touching it) and synthetic ones that vary the reuse
+(the other dimension) at a fixed pitch; per shape the configs that were fastest in the committed sweeps plus the
+large-tile ones, each timed uncopied (the rule off) and copied (its copy launch included), side by side with
+torch.matmul (rotated copies in CUDA graphs, ``Timer.interleaved``).  Run on a GPU from the repository root (writes
+``$OUT/pitch-copy-<gpu>.json``):
+
+    PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/pitch_copy.py
+"""
+
+import contextlib
+import json
+import math
+import os
+
+import theodolite.kernels.config as config_module
+import torch
+import triton
+from theodolite.kernels.benchmark import Timer, make_inputs, rotation_count
+from theodolite.kernels.config import ConfigError, GemmConfig, needs_aligned_copy
+from theodolite.kernels.launch import plan_gemm, problem_of
+
+SHAPES = [
+    ("dev049", 5013, 12503, 10776), ("dev162", 3669, 3321, 1768), ("dev174", 3470, 9617, 656),
+    ("dev197", 4719, 4024, 13900), ("dev121", 613, 944, 7407), ("dev090", 2064, 40, 10217),
+    ("b16-m4096-k4096", 4096, 12296, 4096),
+    ("b16-m5120", 5120, 12296, 10752), ("b32-m5120", 5120, 12304, 10752), ("b16-m2048", 2048, 12296, 4096),
+    ("b16-m1024", 1024, 12296, 4096), ("b16-m512", 512, 12296, 4096), ("a16-n2048", 4096, 2048, 4104),
+    ("a16-n1024", 4096, 1024, 4104),
+]  # fmt: skip
+CONFIGS = [
+    "persistent/128x256x64/g8/w8/s3/k1/f", "persistent/128x256x64/g8/w8/s4/k1/f", "tma/128x256x64/g8/w8/s3/k1/f",
+    "tma/128x256x64/g8/w8/s4/k1/f", "persistent/128x128x64/g8/w8/s4/k1/f", "streamk/128x256x64/g8/w8/s3/k1",
+    "persistent/128x64x64/g8/w4/s4/k1/f", "streamk/128x128x64/g8/w4/s4/k1", "persistent/64x128x64/g8/w4/s4/k1",
+]  # fmt: skip
+OFF = {"PITCH_COPY_MIN_FLOPS": math.inf}
+ON = {"PITCH_COPY_MIN_FLOPS": 0.0, "PITCH_COPY_MIN_REUSE": 1}
+
+
+@contextlib.contextmanager
+def rule(settings: dict[str, float]):  # type: ignore[no-untyped-def]
+    """The copy rule's thresholds set to ``settings`` inside the block."""
+    saved = {name: getattr(config_module, name) for name in settings}
+    for name, value in settings.items():
+        setattr(config_module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(config_module, name, value)
+
+
+device = torch.device("cuda")
+gpu = "h200" if "H200" in torch.cuda.get_device_name() else "h100"
+timer = Timer()
+rows = []
+for name, m, n, k in SHAPES:
+    a, b = make_inputs(m, n, k, "bf16", "nn", device, seed=m + n + k)
+    out = torch.empty((m, n), device=device, dtype=torch.bfloat16)
+    copies = rotation_count((a.numel() + b.numel() + out.numel()) * 2, timer.l2)
+    sets = [(a, b, out)] + [(a.clone(), b.clone(), out.clone()) for _ in range(max(copies, 1) - 1)]
+    calls = {"torch": [lambda x=x, y=y, o=o: torch.matmul(x, y, out=o) for x, y, o in sets]}
+    ref = torch.matmul(a.float(), b.float())
+    with rule(OFF):
+        off_copies = needs_aligned_copy(problem_of(a, b))
+    with rule(ON):
+        on_copies = needs_aligned_copy(problem_of(a, b))
+    for key in CONFIGS:
+        for label, settings in (("off", OFF), ("on", ON)):
+            try:
+                with rule(settings):
+                    plans = [plan_gemm(x, y, GemmConfig.from_key(key), out=o) for x, y, o in sets]
+            except ConfigError:  # TMA beside a misaligned operand that is not copied
+                continue
+            plans[0].run()
+            err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+            if not err < 1e-2:
+                print(name, key, label, "wrong result", err)
+                continue
+            calls[f"{label} {key}"] = [p.run for p in plans]
+    keys = list(calls)
+    times = timer.interleaved([calls[c] for c in keys], keep=range(len(keys)))
+    timed = dict(zip(keys, times, strict=True))
+    for c, t in timed.items():
+        rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3,
+                     "copies_off": off_copies, "copies_on": on_copies})  # fmt: skip
+    best_off = min(t for c, t in timed.items() if c.startswith("off "))
+    best_on = min(t for c, t in timed.items() if c.startswith("on "))
+    print(f"{name} {m}x{n}x{k} copies off {off_copies} on {on_copies}: torch {timed['torch'] * 1e3:.1f} us, "
+          f"best uncopied {best_off * 1e3:.1f}, best copied {best_on * 1e3:.1f} (x{best_off / best_on:.3f})",
+          flush=True)  # fmt: skip
+    sets, calls, plans = [], {}, []
+    torch.cuda.empty_cache()
+out_path = os.path.join(os.environ.get("OUT", "."), f"pitch-copy-{gpu}.json")
+with open(out_path, "w") as stream:
+    json.dump({"device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
+               "command": "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/pitch_copy.py",
+               "rows": rows}, stream, indent=1)  # fmt: skip
+print("wrote", out_path)
