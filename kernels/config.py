@@ -134,8 +134,6 @@ class Problem:
     out_dtype: str | None = None  # None: the input dtype (fp32 for fp8 and tf32 inputs)
     a_row_stride_aligned: bool | None = None  # None: derived from the shape (contiguous storage)
     b_row_stride_aligned: bool | None = None
-    a_row_pitch_bytes: int | None = None  # bytes from one row of A to the next; None: contiguous storage
-    b_row_pitch_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k", "batch"):
@@ -181,19 +179,6 @@ class Problem:
             return self.b_row_stride_aligned
         leading = self.n if self.layout[1] == "n" else self.k
         return (leading * self.element_bytes) % ALIGN_BYTES == 0
-
-    @property
-    def a_pitch(self) -> int:
-        """Bytes from one row of A (along its contiguous dimension) to the next."""
-        if self.a_row_pitch_bytes is not None:
-            return self.a_row_pitch_bytes
-        return (self.k if self.layout[0] == "n" else self.m) * self.element_bytes
-
-    @property
-    def b_pitch(self) -> int:
-        if self.b_row_pitch_bytes is not None:
-            return self.b_row_pitch_bytes
-        return (self.n if self.layout[1] == "n" else self.k) * self.element_bytes
 
 
 @dataclass(frozen=True)
@@ -507,25 +492,13 @@ ALIGN_COPY_MIN_REUSE = 128
 ALIGN_COPY_MIN_FLOPS = float(os.environ.get("THEODOLITE_ALIGN_COPY_MIN_FLOPS", "6e8"))
 
 
-# An aligned operand whose row pitch is not a multiple of PITCH_COPY_BYTES is copied too (to COPY_PITCH_BYTES rows)
-# in large problems: rows 16 or 32 bytes off a 64-byte boundary cost the 16-byte cp.async loads of the pointer
-# kernels 1.2-1.6x and TMA up to 1.3x (reports/results/experiments "Row pitch": 5120x12288x10752, B padded by 8 or
-# 16 elements), while the copy moves the operand's bytes in and out once.  Only where the operand is re-read by
-# at least PITCH_COPY_MIN_REUSE tile rows/columns' worth of the other dimension and the problem has at least
-# PITCH_COPY_MIN_FLOPS (experiments "Pitch copies": measured per shape, copied against uncopied).
-PITCH_COPY_BYTES = 64
-PITCH_COPY_MIN_REUSE = 2048
-PITCH_COPY_MIN_FLOPS = 1e10
-
-
 def needs_aligned_copy(problem: Problem) -> tuple[bool, bool]:
     """Whether gemm() copies A, B into 16-byte aligned (padded-stride) buffers; the model adds the copy's cost.
 
-    Rule (exactly what gemm() does): copy an operand iff the problem is not empty and either its rows are
-    misaligned (``Problem.a_aligned``/``b_aligned`` false), the other output dimension (N for A, M for B) is at
-    least ``ALIGN_COPY_MIN_REUSE`` and the problem has at least ``ALIGN_COPY_MIN_FLOPS``; or its rows are aligned
-    but their pitch is not a multiple of ``PITCH_COPY_BYTES``, the other dimension is at least
-    ``PITCH_COPY_MIN_REUSE`` and the problem has at least ``PITCH_COPY_MIN_FLOPS``.
+    Rule (exactly what gemm() does): copy an operand iff its rows are misaligned
+    (``Problem.a_aligned``/``b_aligned`` false), the problem is not empty, and the other
+    output dimension (N for A, M for B) is at least ``ALIGN_COPY_MIN_REUSE`` (and the problem has at
+    least ``ALIGN_COPY_MIN_FLOPS``).
     """
     if problem.m == 0 or problem.n == 0 or problem.k == 0 or problem.batch == 0:
         return False, False
@@ -533,9 +506,6 @@ def needs_aligned_copy(problem: Problem) -> tuple[bool, bool]:
         return False, False
     copy_a = not problem.a_aligned and problem.n >= ALIGN_COPY_MIN_REUSE
     copy_b = not problem.b_aligned and problem.m >= ALIGN_COPY_MIN_REUSE
-    if problem.flops >= PITCH_COPY_MIN_FLOPS:
-        copy_a = copy_a or (problem.n >= PITCH_COPY_MIN_REUSE and problem.a_pitch % PITCH_COPY_BYTES != 0)
-        copy_b = copy_b or (problem.m >= PITCH_COPY_MIN_REUSE and problem.b_pitch % PITCH_COPY_BYTES != 0)
     return copy_a, copy_b
 
 

@@ -183,8 +183,6 @@ def problem_of(
         out_dtype=_out_name(out_dtype),
         a_row_stride_aligned=a_op.aligned,
         b_row_stride_aligned=b_op.aligned,
-        a_row_pitch_bytes=a_op.ld * a_op.tensor.element_size(),
-        b_row_pitch_bytes=b_op.ld * b_op.tensor.element_size(),
     )
 
 

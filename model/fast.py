@@ -394,14 +394,9 @@ class IntRoute:
             b_w = b_w if b_w == ALIGN_BYTES else e
         a_al = a_w == ALIGN_BYTES
         b_al = b_w == ALIGN_BYTES
-        flops = 2.0 * m * n * k
-        big = flops >= kernel_config.ALIGN_COPY_MIN_FLOPS  # read at call time, as needs_aligned_copy
+        big = 2.0 * m * n * k >= kernel_config.ALIGN_COPY_MIN_FLOPS  # read at call time, as needs_aligned_copy
         copy_a = big and not a_al and n >= ALIGN_COPY_MIN_REUSE
         copy_b = big and not b_al and m >= ALIGN_COPY_MIN_REUSE
-        if big and flops >= kernel_config.PITCH_COPY_MIN_FLOPS:  # aligned rows at a slow pitch (needs_aligned_copy)
-            pitch = kernel_config.PITCH_COPY_BYTES
-            copy_a = copy_a or (n >= kernel_config.PITCH_COPY_MIN_REUSE and a_ext * e % pitch != 0)
-            copy_b = copy_b or (m >= kernel_config.PITCH_COPY_MIN_REUSE and b_ext * e % pitch != 0)
         limit = self.crowd_limit
         if limit is None or -(-m // self.small_m) * -(-n // self.small_n) <= limit:
             crowd = 0  # no split-K tile shape crowded

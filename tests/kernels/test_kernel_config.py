@@ -133,25 +133,6 @@ def test_alignment_and_copy_rule() -> None:
     assert needs_aligned_copy(Problem(0, 1500, 7000)) == (False, False)
     # layout decides which dimension is the row: A stored transposed has rows of M elements.
     assert not Problem(1001, 512, 512, layout="tn").a_aligned
-
-
-def test_pitch_copy_rule() -> None:
-    """Aligned rows whose pitch is 16 or 32 bytes off a 64-byte boundary are copied in large problems only."""
-    from theodolite.kernels.config import PITCH_COPY_BYTES, PITCH_COPY_MIN_REUSE
-
-    slow_b = Problem(4096, 4104, 4096)  # B rows of 8208 bytes: 16-byte aligned, 16 bytes off 64
-    assert slow_b.b_aligned and slow_b.b_pitch == 8208 and slow_b.b_pitch % PITCH_COPY_BYTES
-    assert needs_aligned_copy(slow_b) == (False, True)
-    assert needs_aligned_copy(Problem(4096, 4112, 4096)) == (False, True)  # 32 bytes off
-    assert needs_aligned_copy(Problem(4096, 4128, 4096)) == (False, False)  # on a 64-byte boundary
-    assert needs_aligned_copy(Problem(PITCH_COPY_MIN_REUSE - 1, 4104, 4096)) == (False, False)  # too little reuse
-    assert needs_aligned_copy(Problem(4096, 4096, 4104)) == (True, False)  # A's rows along K
-    assert needs_aligned_copy(Problem(4096, 4104, 64)) == (False, False)  # too few FLOPs
-    # dev197 of random-dev: A misaligned (K = 13900), B at an 8048-byte pitch
-    assert needs_aligned_copy(Problem(4719, 4024, 13900)) == (True, True)
-    # a strided view's pitch is the tensor's, not the shape's
-    assert needs_aligned_copy(Problem(4096, 4096, 4096, b_row_pitch_bytes=8192 + 16)) == (False, True)
-    assert needs_aligned_copy(Problem(4096, 4104, 4096, b_row_pitch_bytes=8192 + 128)) == (False, False)
     assert Problem(1001, 512, 512, layout="nn").a_aligned
 
 

@@ -226,26 +226,6 @@ def test_misaligned_operand_copy_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     check(plan_gemm(a, b2, CONFIGS["tma"]).run(), a, b2, torch.float16)  # tma legal through the copy of A
 
 
-def test_pitch_copy_of_an_aligned_operand(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An aligned operand at a slow pitch (rows 16 bytes off 64) is copied to 128-byte rows, result unchanged."""
-    import theodolite.kernels.config as config_module
-
-    a = operand(24, 40, False, torch.float16)  # rows of 80 bytes: aligned, 16 bytes off a 64-byte boundary
-    b = operand(40, 64, False, torch.float16)  # rows of 128 bytes
-    problem = problem_of(a, b)
-    assert problem.a_aligned and problem.a_pitch == 80
-    assert needs_aligned_copy(problem) == (False, False)  # far below PITCH_COPY_MIN_FLOPS
-    monkeypatch.setattr(config_module, "PITCH_COPY_MIN_FLOPS", 0.0)
-    monkeypatch.setattr(config_module, "ALIGN_COPY_MIN_FLOPS", 0.0)
-    monkeypatch.setattr(config_module, "PITCH_COPY_MIN_REUSE", 1)
-    assert needs_aligned_copy(problem) == (True, False)
-    wide = torch.randn(40, 96, dtype=torch.float16)[:, :64]  # a view whose pitch (192 bytes) is on 64 bytes
-    assert needs_aligned_copy(problem_of(a, wide)) == (True, False)
-    plan = plan_gemm(a, b, CONFIGS["persistent"])
-    assert len(plan.steps) == 2 and plan.steps[0].dst.stride(-2) * 2 == 128
-    check(plan.run(), a, b, torch.float16)
-
-
 @pytest.mark.parametrize("transposed", [False, True])
 def test_aligned_copy_step_rebinds_to_a_new_operand(monkeypatch: pytest.MonkeyPatch, transposed: bool) -> None:
     """gemm()'s launch cache re-runs a plan's copy steps on each call's operand: the step must read the

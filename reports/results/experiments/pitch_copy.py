@@ -8,6 +8,9 @@ torch.matmul (rotated copies in CUDA graphs, ``Timer.interleaved``).  Run on a G
 ``$OUT/pitch-copy-<gpu>.json``):
 
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/pitch_copy.py
+
+It needs the rule as it was at commit 4d33ac8 (``git checkout 4d33ac8``): copying did not pay (experiments README,
+"Pitch copies"), so the rule was taken out again and without it the two settings time the same thing.
 """
 
 import contextlib
