@@ -147,7 +147,8 @@ class ConfigTable:
         self.issue_a, self.issue_b = compute.issue_coefficients(self.bm, self.bn, self.bk, self.is_tma, hw)
         # the share of the (stages - 1) prefetched K-steps whose latency overlaps: model_latency_hiding for
         # pointer-based (cp.async) pipelines, model_tma_latency_hiding for TMA ones (fitted apart: on the H100 a
-        # TMA s3 build waits on the same loaded latency as a cp.async one, experiments README "TMA latency")
+        # TMA s3 build waits on the same loaded latency as a cp.async one; experiments README, "Model: TMA latency
+        # hiding fitted")
         hiding = np.where(self.is_tma, hw.tma_latency_hiding, hw.latency_hiding)
         self.lat_div = np.maximum((self.stages - 1.0) * hiding, 1.0)
         self.sm = float(hw.sm_count)
