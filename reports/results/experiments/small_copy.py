@@ -1,0 +1,139 @@
+"""Do aligned copies pay on the small misaligned shapes the copy rule leaves uncopied (GPU time, graph-timed)?
+
+``kernels.config.needs_aligned_copy`` copies a misaligned operand only in problems of at least
+ALIGN_COPY_MIN_FLOPS (6e8) whose other dimension is at least ALIGN_COPY_MIN_REUSE (128): the threshold was set when
+small shapes were timed with the host's launch cost in, where a copy's extra launch cost ~10 us.  The validation
+harness now times small shapes as CUDA-graph replays (GPU time).  Here, every random-dev shape with a misaligned
+operand the rule does not copy is timed both ways side by side with torch.matmul: uncopied, the sweep's five
+fastest configs; copied (every misaligned operand, the copy's launch included), the model's six best predictions
+for the copied problem.  Run on a GPU from the repository root (writes ``$OUT/small-copy-<gpu>.json``):
+
+    PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/small_copy.py
+"""
+
+import contextlib
+import json
+import math
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+import theodolite.kernels.config as config_module
+import torch
+import triton
+from theodolite.kernels.benchmark import Timer, make_inputs, rotation_count
+from theodolite.kernels.config import ConfigError, GemmConfig, Problem, needs_aligned_copy
+from theodolite.kernels.launch import plan_gemm, problem_of
+
+ON = {"ALIGN_COPY_MIN_FLOPS": 0.0, "ALIGN_COPY_MIN_REUSE": 1}
+
+
+@contextlib.contextmanager
+def rule(settings: dict[str, float]):  # type: ignore[no-untyped-def]
+    """The copy rule's thresholds set to ``settings`` inside the block."""
+    saved = {name: getattr(config_module, name) for name in settings}
+    for name, value in settings.items():
+        setattr(config_module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(config_module, name, value)
+
+
+def gpu_name() -> str:
+    return "h200" if "H200" in torch.cuda.get_device_name() else "h100"
+
+
+def candidates(gpu: str) -> list[tuple[str, int, int, int, list[str], list[str]]]:
+    """(name, M, N, K, uncopied configs, copied configs) of every shape the rule leaves with a misaligned operand."""
+    from theodolite.model.predict import rank
+
+    from theodolite.profile import load_profile
+    from theodolite.results import load_results
+
+    profile = load_profile({"h100": "profiles/nvidia-h100-80gb-hbm3.h5", "h200": "profiles/nvidia-h200.h5"}[gpu])
+    out = []
+    for s in load_results(f"reports/results/validate-random-dev-{gpu}.json").shapes:
+        problem = Problem(s.M, s.N, s.K)
+        copy_a, copy_b = needs_aligned_copy(problem)
+        if not ((not problem.a_aligned and not copy_a) or (not problem.b_aligned and not copy_b)):
+            continue
+        timed = sorted((t, k) for k, t in s.configs.items() if t)
+        with rule(ON):
+            picks = [p.config.key for p in rank(problem, profile)[:6]]
+        out.append((s.name, s.M, s.N, s.K, [k for _, k in timed[:5]], picks))
+    return out
+
+
+def warm(tasks: list[tuple[int, int, int, str, bool]]) -> int:
+    """Compile (run once) each (M, N, K, config, copied) in this process; the binaries land in the Triton cache."""
+    device = torch.device("cuda")
+    done = 0
+    for m, n, k, key, copied in tasks:
+        a, b = make_inputs(m, n, k, "bf16", "nn", device)
+        try:
+            with rule(ON if copied else {}):
+                plan_gemm(a, b, GemmConfig.from_key(key)).run()
+            done += 1
+        except ConfigError:
+            pass
+    torch.cuda.synchronize()
+    return done
+
+
+def main() -> None:
+    device = torch.device("cuda")
+    gpu = gpu_name()
+    shapes = candidates(gpu)
+    tasks = sorted({(m, n, k, key, copied) for _, m, n, k, off, on in shapes
+                    for copied, keys in ((False, off), (True, on)) for key in keys})  # fmt: skip
+    workers = 14
+    chunks = [tasks[i::workers] for i in range(workers)]
+    import multiprocessing
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        print("warmed", sum(pool.map(warm, chunks)), "of", len(tasks), flush=True)
+    timer = Timer()
+    rows = []
+    for name, m, n, k, off, on in shapes:
+        a, b = make_inputs(m, n, k, "bf16", "nn", device, seed=m + n + k)
+        out = torch.empty((m, n), device=device, dtype=torch.bfloat16)
+        copies = rotation_count((a.numel() + b.numel() + out.numel()) * 2, timer.l2)
+        sets = [(a, b, out)] + [(a.clone(), b.clone(), out.clone()) for _ in range(max(copies, 1) - 1)]
+        calls = {"torch": [lambda x=x, y=y, o=o: torch.matmul(x, y, out=o) for x, y, o in sets]}
+        ref = torch.matmul(a.float(), b.float())
+        with rule(ON):
+            on_copies = needs_aligned_copy(problem_of(a, b))
+        for label, keys, settings in (("off", off, {}), ("on", on, ON)):
+            for key in keys:
+                try:
+                    with rule(settings):
+                        plans = [plan_gemm(x, y, GemmConfig.from_key(key), out=o) for x, y, o in sets]
+                except ConfigError:
+                    continue
+                plans[0].run()
+                err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+                if not err < 1e-2:
+                    print(name, key, label, "wrong result", err, flush=True)
+                    continue
+                calls[f"{label} {key}"] = [p.run for p in plans]
+        keys = list(calls)
+        times = dict(zip(keys, timer.interleaved([calls[c] for c in keys], keep=range(len(keys))), strict=True))
+        for c, t in times.items():
+            rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "copies_on": on_copies})
+        best_off = min((t for c, t in times.items() if c.startswith("off ")), default=math.inf)
+        best_on = min((t for c, t in times.items() if c.startswith("on ")), default=math.inf)
+        print(f"{name} {m}x{n}x{k} copies {on_copies}: torch {times['torch'] * 1e3:.1f} us, uncopied "
+              f"{best_off * 1e3:.1f} (x{times['torch'] / best_off:.2f} of torch), copied {best_on * 1e3:.1f} "
+              f"(x{times['torch'] / best_on:.2f})", flush=True)  # fmt: skip
+    path = os.path.join(os.environ.get("OUT", "."), f"small-copy-{gpu}.json")
+    with open(path, "w") as stream:
+        json.dump({"device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
+                   "command": "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/small_copy.py",
+                   "rows": rows}, stream, indent=1)  # fmt: skip
+    print("wrote", path, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
