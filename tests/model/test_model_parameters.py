@@ -119,3 +119,44 @@ def test_scalar_round_trips_floor_the_batches() -> None:
 
     assert core.scalar_batches(C, 2.0, 2.0, hw, core.ScalarOps) == 3.5  # 64 loads a thread: 2 batches < 3.5
     assert core.scalar_batches(C, 2.0, 2.0, dataclasses.replace(hw, scalar_in_flight=8.0), core.ScalarOps) == 8.0
+
+
+def test_tma_latency_hiding_costs_tma_configs_only() -> None:
+    """model_tma_latency_hiding slows TMA configs whose K-step waits on latency, and no pointer-based config:
+    dev012 of random-dev (640x3072x9088, one wave) with 3 stages, where the H100 measured TMA 80.9 us and the
+    pointer kernel 78.7 (full hiding had TMA at 69)."""
+    from pathlib import Path
+
+    reset_parameters()
+    measured = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5")
+
+    def hiding(value: float):  # type: ignore[no-untyped-def]
+        fit = Measurement("model_tma_latency_hiding", value, "1", "model-fit")
+        return dataclasses.replace(measured, metrics={**measured.metrics, "model_tma_latency_hiding": fit})
+
+    problem = Problem(640, 3072, 9088)
+    tma = GemmConfig("tma", 128, 128, 64, num_warps=8, num_stages=3)
+    pointer = GemmConfig("persistent", 128, 128, 64, num_warps=8, num_stages=3, flatten=True)
+    full, half = hiding(1.0), hiding(0.5)
+    clear_tables()
+    assert predict(problem, tma, half).time_s > predict(problem, tma, full).time_s * 1.1
+    assert predict(problem, pointer, half).time_s == predict(problem, pointer, full).time_s
+    lat_full = predict(problem, tma, full).breakdown["iter_latency"]
+    assert predict(problem, tma, half).breakdown["iter_latency"] == pytest.approx(2.0 * lat_full, rel=1e-9)
+
+
+def test_splitk_reduction_pays_its_arrival_round_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split-K tile's fix-up has SPLITK_ARRIVAL_TRIPS L2 round trips beyond its fill latency; other variants none."""
+    reset_parameters()
+    profile = h100_sxm()
+    hw = hardware(profile, "bf16")
+    problem = Problem(256, 256, 8448)
+    split = GemmConfig("splitk", 64, 64, 128, num_warps=4, num_stages=4, split_k=8)
+    plain = GemmConfig("persistent", 64, 64, 128, num_warps=4, num_stages=4, flatten=True)
+    clear_tables()
+    with_trips = predict(problem, split, profile).breakdown["fixup"], predict(problem, plain, profile).time_s
+    monkeypatch.setattr(core, "SPLITK_ARRIVAL_TRIPS", 0.0)
+    clear_tables()
+    without = predict(problem, split, profile).breakdown["fixup"], predict(problem, plain, profile).time_s
+    assert with_trips[0] - without[0] == pytest.approx(2.0 * hw.l2_latency_s, rel=1e-9)
+    assert with_trips[1] == without[1]
