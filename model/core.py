@@ -122,7 +122,10 @@ def cost(
     # the tiles of a wave walk K in near lockstep, so a row/column panel is reused within a few K-steps:
     # that working set (distinct panels x a few steps) is far below the effective L2, every reuse hits
     hbm_step = unique
-    miss = hbm_step / requested
+    # a K-step waits for its slowest copy: the rows/columns a tile wraps past the matrix's edge (a tile wider than
+    # the matrix) are L2 hits that arrive with the originals, so they do not dilute the step's miss share
+    inside = conc * (mn(c.bm, m) + mn(c.bn, n)) * step_bytes
+    miss = mn(hbm_step / inside, 1.0)
     latency = hw.l2_latency_s + miss * (hw.hbm_latency_s - hw.l2_latency_s)
 
     # ---- per-SM time ----
@@ -335,7 +338,9 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         hbm_step = ((a_rows if a_rows < m else m) + (b_cols if b_cols < n else n)) * step_bytes
         if conc > plane:
             hbm_step *= conc / plane
-        latency = l2_lat + hbm_step / (conc * request_step) * lat_span
+        inside = conc * ((bm if bm < m else m) + (bn if bn < n else n)) * step_bytes  # (core.cost)
+        miss = hbm_step / inside
+        latency = l2_lat + (miss if miss < 1.0 else 1.0) * lat_span
         active_f = conc if conc < sm else sm
         hide = latency / lat_div + stream_hide
         if sync:  # a synchronous load's wait, then the bookkeeping (core.cost)

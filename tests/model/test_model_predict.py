@@ -355,3 +355,23 @@ def test_synchronous_tiles_read_a_once_per_warp_along_n() -> None:
     # the asynchronous path (64 rows and more) reads each operand once per instruction: 64x64x64, 32 KB
     t_async = smem_time(64 * one, 64 * one, 64 * one, 4 * one, hw)[0]
     assert t_async == pytest.approx(32 * 1024 / hw.smem_bandwidth)
+
+
+def test_a_tile_wider_than_the_matrix_waits_as_long_as_one_that_fits() -> None:
+    """The columns a tile wraps past N are L2 hits arriving with the step's misses: they must not shorten its
+    latency.  dev190 (240x24x197): 16x64 and 16x128 tiles both cover N = 24 and fetch the same bytes per K-step, so
+    they wait the same latency; diluted by the wrapped columns the 16x128 tile waited 7% less, and the H200's model
+    picked it at 0.67 of 16x64's measured speed."""
+    from pathlib import Path
+
+    from theodolite.kernels.config import GemmConfig
+
+    from theodolite.profile import load_profile
+
+    h200 = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h200.h5")
+    assert hardware(h200, "bf16").hbm_latency_s > hardware(h200, "bf16").l2_latency_s  # a miss share matters
+    problem = Problem(240, 24, 197)
+    narrow = predict(problem, GemmConfig("persistent", 16, 64, 128, num_warps=4, num_stages=4), h200)
+    wide = predict(problem, GemmConfig("persistent", 16, 128, 128, num_warps=4, num_stages=4), h200)
+    assert narrow.details["concurrent"] == wide.details["concurrent"]
+    assert wide.breakdown["iter_latency"] == pytest.approx(narrow.breakdown["iter_latency"], rel=1e-12)
