@@ -191,7 +191,7 @@ def cost(
     # aggregate workspace traffic is slower
     partials = tiles * c.split * c.elems * PARTIAL_BYTES
     ws_bw = ops.where(partials <= hw.l2_effective_bytes, hw.l2_bandwidth, hw.hbm_read_bandwidth)
-    chain = ceil(tiles / sm) * c.split * c.elems * PARTIAL_BYTES / hw.sm_bandwidth
+    chain = ceil(tiles / sm) * c.split * c.elems * PARTIAL_BYTES * hw.splitk_reduce_cost / hw.sm_bandwidth
     # plus two L2 round trips on the last slice's path, as a Stream-K tail's: its arrival (the acq_rel counter
     # add, after the release of its partial) and the wait for the first partial it sums
     second = (latency + SPLITK_ARRIVAL_TRIPS * hw.l2_latency_s + mx(partials / ws_bw, chain)
@@ -266,6 +266,7 @@ def hardware_tuple(hw: Hardware) -> tuple[float, ...]:
         float(hw.element_bytes), hw.l2_effective_bytes, hw.l2_latency_s, hw.hbm_latency_s, hw.iteration_overhead_s,
         hw.tile_overhead_s, hw.l2_bandwidth, hw.hbm_read_bandwidth, hw.hbm_saturation_sms, hw.hbm_write_bandwidth,
         hw.launch_kernel_s, hw.program_start_s, hw.streamk_slowdown, hw.sm_bandwidth, hw.streamk_reduce_cost,
+        hw.splitk_reduce_cost,
     )  # fmt: skip
 
 
@@ -278,7 +279,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh,
      it_extra, stage_fill, prefetch, is_flat, stream, sync) = c  # fmt: skip
     (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, _launch, prog_start, sk_slow,
-     sm_bw, sk_reduce) = h  # fmt: skip
+     sm_bw, sk_reduce, split_reduce) = h  # fmt: skip
     it_over = it_over + it_extra  # this config's loop bookkeeping per K-iteration
     stream_hide = stream / lat_div  # the stage copy's streaming time beyond its latency, overlapped (core.cost)
     per_sm = per_program if per_program > stream else stream  # an SM's programs share its streaming ceiling
@@ -387,7 +388,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         total = launch_fixed + grid * start_per_sm + kernel
         if is_split:
             partials = tiles * split * partial_tile
-            chain = -(-tiles // sm) * split * partial_tile / sm_bw
+            chain = -(-tiles // sm) * split * partial_tile * split_reduce / sm_bw
             spread = partials / (l2_bw if partials <= l2_eff else hbm_read)
             total += latency + SPLITK_ARRIVAL_TRIPS * l2_lat + (chain if chain > spread else spread)
             total += tiles * elems * out_bytes / hbm_write

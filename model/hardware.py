@@ -92,6 +92,12 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "experiment, reports/results/experiments: 2.5 on the H100, 2.75 on the H200 at least RMS; the fallback 3.0 "
         "is the first runs' estimate)",
     ),
+    "model_splitk_reduce_cost": (
+        1.0,
+        "time of a split-K tile's reduction (the last slice reads every slice's fp32 partial through its SM) relative "
+        "to moving those bytes at the profile's per-SM bandwidth (1: at that bandwidth; a Stream-K tail's partials "
+        "measured 2.5-2.75x, model_streamk_reduce_cost)",
+    ),
     "model_l2_bandwidth_scale": (
         1.0,
         "L2 bandwidth the kernels' tile loads reach relative to the profile's l2_bandwidth probe (whole-line "
@@ -116,7 +122,7 @@ FITTED_PARAMETERS = (
     "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_tma_latency_hiding",
     "model_mma_small_rate",
     "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra", "model_tma_iteration_overhead",
-    "model_streamk_slowdown", "model_streamk_reduce_cost",
+    "model_streamk_slowdown", "model_streamk_reduce_cost", "model_splitk_reduce_cost",
     "model_scalar_load_cost", "model_scalar_k_load_share",
     "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale", "model_flatten_hiding",
 )  # fmt: skip
@@ -167,6 +173,7 @@ class Hardware:
     mma_small_rate: float
     streamk_slowdown: float
     streamk_reduce_cost: float  # split Stream-K tail: partial traffic time relative to one SM's bandwidth
+    splitk_reduce_cost: float  # split-K: the last slice's partial reads relative to one SM's bandwidth
     mma_instruction_s: float
     mma_max_n: float
     limits: KernelLimits
@@ -293,6 +300,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         mma_small_rate=_parameter(profile, "model_mma_small_rate"),
         streamk_slowdown=_parameter(profile, "model_streamk_slowdown"),
         streamk_reduce_cost=_parameter(profile, "model_streamk_reduce_cost"),
+        splitk_reduce_cost=_parameter(profile, "model_splitk_reduce_cost"),
         mma_instruction_s=_parameter(profile, "model_mma_instruction_overhead") / clock,
         mma_max_n=_parameter(profile, "model_mma_max_n"),
         limits=limits,

@@ -160,3 +160,20 @@ def test_splitk_reduction_pays_its_arrival_round_trips(monkeypatch: pytest.Monke
     without = predict(problem, split, profile).breakdown["fixup"], predict(problem, plain, profile).time_s
     assert with_trips[0] - without[0] == pytest.approx(2.0 * hw.l2_latency_s, rel=1e-9)
     assert with_trips[1] == without[1]
+
+
+def test_splitk_reduce_cost_slows_split_k_only() -> None:
+    """model_splitk_reduce_cost scales the last slice's partial reads (split x tile x 4 bytes at the per-SM
+    bandwidth) and nothing of the other variants."""
+    reset_parameters()
+    base, costly = _fitted(model_splitk_reduce_cost=1.0), _fitted(model_splitk_reduce_cost=2.0)
+    hw = hardware(base, "bf16")
+    problem = Problem(128, 384, 8192)  # 6 tiles of 64x64: one per SM, the chain is one tile's partials
+    split = GemmConfig("splitk", 64, 64, 128, num_warps=4, num_stages=4, split_k=8)
+    plain = GemmConfig("persistent", 64, 64, 128, num_warps=4, num_stages=4, flatten=True)
+    clear_tables()
+    chain = 8 * 64 * 64 * core.PARTIAL_BYTES / hw.sm_bandwidth
+    fix_base = predict(problem, split, base).breakdown["fixup"]
+    fix_costly = predict(problem, split, costly).breakdown["fixup"]
+    assert fix_costly - fix_base == pytest.approx(chain, rel=1e-9)
+    assert predict(problem, plain, costly).time_s == predict(problem, plain, base).time_s

@@ -154,6 +154,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_streamk_reduce_cost": MetricSpec(
             "1", "model fit: split Stream-K tail partial traffic time relative to the per-SM bandwidth", False, 0, 1e3
         ),
+        "model_splitk_reduce_cost": MetricSpec(
+            "1", "model fit: split-K reduction partial reads relative to the per-SM bandwidth", False, 0, 1e3
+        ),
         "model_l2_bandwidth_scale": MetricSpec(
             "1", "model fit: L2 bandwidth of the kernels' tile loads relative to l2_bandwidth", False, 0, 100
         ),
