@@ -48,9 +48,9 @@ OUT_DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp32")
 _MIN_CAPABILITY = {"tma": 90, "fp8e4m3": 89, "fp8e5m2": 89}
 
 ALIGN_BYTES = 16  # vector loads and TMA descriptors need 16-byte aligned rows
-# a padded copy's rows start on this boundary: a row pitch of B that is an odd multiple of 16 bytes slows persistent
-# 128x256x64 at 5120x12288x10752 1.64x (H100) / 1.29x (H200), TMA 1.29x / 1.08x; on 32 bytes 1.17x / 1.05x, on 128
-# bytes not at all (reports/results/experiments/row_pitch.py)
+# a padded copy's rows start on this boundary: against B's unpadded 24576-byte pitch (a 4 KiB multiple), a pitch of B
+# that is an odd multiple of 16 bytes slows persistent 128x256x64 at 5120x12288x10752 1.64x (H100) / 1.29x (H200),
+# TMA 1.29x / 1.08x; on 32 bytes 1.17x / 1.05x; on 128 bytes 1.15x / 1.00x (reports/results/experiments/row_pitch.py)
 COPY_PITCH_BYTES = 128
 ASYNC_COPY_MIN_BYTES = 4  # narrower loads cannot be asynchronous copies (cp.async): Triton leaves them unpipelined
 SPLITK_MAX_WAVES = 2  # split-K is legal only while the output has at most this many waves of tiles

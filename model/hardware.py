@@ -120,9 +120,8 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
 # without them runs on the code defaults above, which Hardware.defaults_used names.
 FITTED_PARAMETERS = (
     "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_tma_latency_hiding",
-    "model_mma_small_rate",
-    "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra", "model_tma_iteration_overhead",
-    "model_streamk_slowdown", "model_streamk_reduce_cost", "model_splitk_reduce_cost",
+    "model_mma_small_rate", "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra",
+    "model_tma_iteration_overhead", "model_streamk_slowdown", "model_streamk_reduce_cost", "model_splitk_reduce_cost",
     "model_scalar_load_cost", "model_scalar_k_load_share",
     "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale", "model_flatten_hiding",
 )  # fmt: skip

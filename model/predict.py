@@ -33,6 +33,7 @@ from theodolite.kernels.config import (
     config_space,
     legality,
     load_widths,
+    loads_class,
     needs_aligned_copy,
     operand_loads,
 )
@@ -288,12 +289,18 @@ def alignment(problem: Problem, hw: Hardware | None = None) -> tuple[float, floa
     4- and 8-byte vectors of misaligned rows are what they are; narrower (element-wise, synchronous) loads
     get an effective width from ``hw`` (its model_scalar_load_cost; None: the profile-less default).
     """
+    a_vec, b_vec, copies, _ = alignment_and_loads(problem, hw)
+    return a_vec, b_vec, copies
+
+
+def alignment_and_loads(problem: Problem, hw: Hardware | None = None) -> tuple[float, float, tuple[bool, bool], str]:
+    """``alignment`` and the load class of the binary that runs (``operand_loads``), from one look at the rows."""
     copies = needs_aligned_copy(problem)
     a_scalar, b_scalar = scalar_widths(problem.layout, hw, problem.dtype)
     a_w, b_w = load_widths(problem)
     a_vec = float(a_w) if a_w >= ASYNC_COPY_MIN_BYTES else a_scalar
     b_vec = float(b_w) if b_w >= ASYNC_COPY_MIN_BYTES else b_scalar
-    return a_vec, b_vec, copies
+    return a_vec, b_vec, copies, loads_class(a_w, b_w)
 
 
 def scalar_widths(layout: str, hw: Hardware | None, dtype: str) -> tuple[float, float]:
@@ -327,7 +334,7 @@ def evaluate(table: ConfigTable, problem: Problem, detail: bool = False) -> tupl
     """Predicted seconds of every config of ``table`` for ``problem`` (legal or not), and term arrays."""
     hw = table.hw
     m, n, k, batch = problem.m, problem.n, problem.k, problem.batch
-    a_vec, b_vec, copies = alignment(problem, hw)
+    a_vec, b_vec, copies, loads = alignment_and_loads(problem, hw)
     copy_s = copy_time(problem, copies, hw)
     if m == 0 or n == 0 or k == 0 or batch == 0:
         base = np.full(table.bm.shape, hw.launch_s)
@@ -337,7 +344,7 @@ def evaluate(table: ConfigTable, problem: Problem, detail: bool = False) -> tupl
         terms = {name: zero for name in _TERM_NAMES}
         terms.update({"launch": base, "#sm_busy": zero + 1.0, "#last_wave_busy": zero + 1.0, "#tail_split": zero + 1.0})
         return base, terms
-    view = table.for_loads(operand_loads(problem))
+    view = table.for_loads(loads)
     total, terms = core.cost(m, n, k, batch, a_vec, b_vec, problem.output_bytes, view, hw, core.NumpyOps, detail)
     total = total + copy_s
     if detail:
