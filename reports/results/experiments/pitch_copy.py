@@ -9,21 +9,18 @@ torch.matmul (rotated copies in CUDA graphs, ``Timer.interleaved``).  Run on a G
 
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/pitch_copy.py
 
-It needs the rule as it was at commit 4d33ac8 (``git checkout 4d33ac8``): copying did not pay (experiments README,
-"Pitch copies"), so the rule was taken out again and without it the two settings time the same thing.
+It needs the rule as it was at commit 4d33ac8: copying did not pay (experiments README, "Pitch copies"), so the
+rule was taken out again.  To rerun, put it back for the run (``git checkout 4d33ac8 -- kernels/config.py
+kernels/launch.py model/fast.py``, then ``git checkout HEAD -- kernels model``).
 """
 
-import contextlib
-import json
 import math
-import os
 
-import theodolite.kernels.config as config_module
 import torch
-import triton
-from theodolite.kernels.benchmark import Timer, make_inputs, rotation_count
-from theodolite.kernels.config import ConfigError, GemmConfig, needs_aligned_copy
-from theodolite.kernels.launch import plan_gemm, problem_of
+from harness import checked_runs, rotated_inputs, rule, write_rows
+from theodolite.kernels.benchmark import Timer
+from theodolite.kernels.config import needs_aligned_copy
+from theodolite.kernels.launch import problem_of
 
 SHAPES = [
     ("dev049", 5013, 12503, 10776), ("dev162", 3669, 3321, 1768), ("dev174", 3470, 9617, 656),
@@ -42,47 +39,22 @@ OFF = {"PITCH_COPY_MIN_FLOPS": math.inf}
 ON = {"PITCH_COPY_MIN_FLOPS": 0.0, "PITCH_COPY_MIN_REUSE": 1}
 
 
-@contextlib.contextmanager
-def rule(settings: dict[str, float]):  # type: ignore[no-untyped-def]
-    """The copy rule's thresholds set to ``settings`` inside the block."""
-    saved = {name: getattr(config_module, name) for name in settings}
-    for name, value in settings.items():
-        setattr(config_module, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(config_module, name, value)
-
-
 device = torch.device("cuda")
 gpu = "h200" if "H200" in torch.cuda.get_device_name() else "h100"
 timer = Timer()
 rows = []
 for name, m, n, k in SHAPES:
-    a, b = make_inputs(m, n, k, "bf16", "nn", device, seed=m + n + k)
-    out = torch.empty((m, n), device=device, dtype=torch.bfloat16)
-    copies = rotation_count((a.numel() + b.numel() + out.numel()) * 2, timer.l2)
-    sets = [(a, b, out)] + [(a.clone(), b.clone(), out.clone()) for _ in range(max(copies, 1) - 1)]
-    calls = {"torch": [lambda x=x, y=y, o=o: torch.matmul(x, y, out=o) for x, y, o in sets]}
-    ref = torch.matmul(a.float(), b.float())
+    sets, calls, ref = rotated_inputs(m, n, k, timer, device)
+    a, b, _ = sets[0]
     with rule(OFF):
         off_copies = needs_aligned_copy(problem_of(a, b))
     with rule(ON):
         on_copies = needs_aligned_copy(problem_of(a, b))
     for key in CONFIGS:
         for label, settings in (("off", OFF), ("on", ON)):
-            try:
-                with rule(settings):
-                    plans = [plan_gemm(x, y, GemmConfig.from_key(key), out=o) for x, y, o in sets]
-            except ConfigError:  # TMA beside a misaligned operand that is not copied
-                continue
-            plans[0].run()
-            err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
-            if not err < 1e-2:
-                print(name, key, label, "wrong result", err)
-                continue
-            calls[f"{label} {key}"] = [p.run for p in plans]
+            runs = checked_runs(sets, key, ref, settings)
+            if runs is not None:
+                calls[f"{label} {key}"] = runs
     keys = list(calls)
     times = timer.interleaved([calls[c] for c in keys], keep=range(len(keys)))
     timed = dict(zip(keys, times, strict=True))
@@ -94,11 +66,7 @@ for name, m, n, k in SHAPES:
     print(f"{name} {m}x{n}x{k} copies off {off_copies} on {on_copies}: torch {timed['torch'] * 1e3:.1f} us, "
           f"best uncopied {best_off * 1e3:.1f}, best copied {best_on * 1e3:.1f} (x{best_off / best_on:.3f})",
           flush=True)  # fmt: skip
-    sets, calls, plans = [], {}, []
+    del sets, calls, a, b, ref
     torch.cuda.empty_cache()
-out_path = os.path.join(os.environ.get("OUT", "."), f"pitch-copy-{gpu}.json")
-with open(out_path, "w") as stream:
-    json.dump({"device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
-               "command": "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/pitch_copy.py",
-               "rows": rows}, stream, indent=1)  # fmt: skip
-print("wrote", out_path)
+COMMAND = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/pitch_copy.py"
+print("wrote", write_rows(f"pitch-copy-{gpu}", COMMAND, rows))

@@ -11,34 +11,17 @@ for the copied problem.  Run on a GPU from the repository root (writes ``$OUT/sm
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/small_copy.py
 """
 
-import contextlib
-import json
 import math
-import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-import theodolite.kernels.config as config_module
 import torch
-import triton
-from theodolite.kernels.benchmark import Timer, make_inputs, rotation_count
+from harness import checked_runs, rotated_inputs, rule, write_rows
+from theodolite.kernels.benchmark import Timer, make_inputs
 from theodolite.kernels.config import ConfigError, GemmConfig, Problem, needs_aligned_copy
 from theodolite.kernels.launch import plan_gemm, problem_of
 
 ON = {"ALIGN_COPY_MIN_FLOPS": 0.0, "ALIGN_COPY_MIN_REUSE": 1}
-
-
-@contextlib.contextmanager
-def rule(settings: dict[str, float]):  # type: ignore[no-untyped-def]
-    """The copy rule's thresholds set to ``settings`` inside the block."""
-    saved = {name: getattr(config_module, name) for name in settings}
-    for name, value in settings.items():
-        setattr(config_module, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(config_module, name, value)
 
 
 def gpu_name() -> str:
@@ -97,27 +80,14 @@ def main() -> None:
     timer = Timer()
     rows = []
     for name, m, n, k, off, on in shapes:
-        a, b = make_inputs(m, n, k, "bf16", "nn", device, seed=m + n + k)
-        out = torch.empty((m, n), device=device, dtype=torch.bfloat16)
-        copies = rotation_count((a.numel() + b.numel() + out.numel()) * 2, timer.l2)
-        sets = [(a, b, out)] + [(a.clone(), b.clone(), out.clone()) for _ in range(max(copies, 1) - 1)]
-        calls = {"torch": [lambda x=x, y=y, o=o: torch.matmul(x, y, out=o) for x, y, o in sets]}
-        ref = torch.matmul(a.float(), b.float())
+        sets, calls, ref = rotated_inputs(m, n, k, timer, device)
         with rule(ON):
-            on_copies = needs_aligned_copy(problem_of(a, b))
+            on_copies = needs_aligned_copy(problem_of(*sets[0][:2]))
         for label, keys, settings in (("off", off, {}), ("on", on, ON)):
             for key in keys:
-                try:
-                    with rule(settings):
-                        plans = [plan_gemm(x, y, GemmConfig.from_key(key), out=o) for x, y, o in sets]
-                except ConfigError:
-                    continue
-                plans[0].run()
-                err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
-                if not err < 1e-2:
-                    print(name, key, label, "wrong result", err, flush=True)
-                    continue
-                calls[f"{label} {key}"] = [p.run for p in plans]
+                runs = checked_runs(sets, key, ref, settings)
+                if runs is not None:
+                    calls[f"{label} {key}"] = runs
         keys = list(calls)
         times = dict(zip(keys, timer.interleaved([calls[c] for c in keys], keep=range(len(keys))), strict=True))
         for c, t in times.items():
@@ -127,12 +97,8 @@ def main() -> None:
         print(f"{name} {m}x{n}x{k} copies {on_copies}: torch {times['torch'] * 1e3:.1f} us, uncopied "
               f"{best_off * 1e3:.1f} (x{times['torch'] / best_off:.2f} of torch), copied {best_on * 1e3:.1f} "
               f"(x{times['torch'] / best_on:.2f})", flush=True)  # fmt: skip
-    path = os.path.join(os.environ.get("OUT", "."), f"small-copy-{gpu}.json")
-    with open(path, "w") as stream:
-        json.dump({"device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
-                   "command": "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/small_copy.py",
-                   "rows": rows}, stream, indent=1)  # fmt: skip
-    print("wrote", path, file=sys.stderr)
+    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/small_copy.py"
+    print("wrote", write_rows(f"small-copy-{gpu}", command, rows), file=sys.stderr)
 
 
 if __name__ == "__main__":

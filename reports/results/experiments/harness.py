@@ -1,0 +1,70 @@
+"""What the copy experiments share (``pitch_copy.py``, ``small_copy.py``): the copy rule's thresholds changed
+for a block, an input set rotated through L2 with torch.matmul's calls and a reference, and the results file."""
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import theodolite.kernels.config as config_module
+import torch
+import triton
+from theodolite.kernels.benchmark import Timer, make_inputs, rotation_count
+from theodolite.kernels.config import ConfigError, GemmConfig
+from theodolite.kernels.launch import plan_gemm
+
+
+@contextlib.contextmanager
+def rule(settings: dict[str, float]) -> Iterator[None]:
+    """``kernels.config``'s copy-rule thresholds set to ``settings`` inside the block."""
+    saved = {name: getattr(config_module, name) for name in settings}
+    for name, value in settings.items():
+        setattr(config_module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(config_module, name, value)
+
+
+def rotated_inputs(
+    m: int, n: int, k: int, timer: Timer, device: torch.device
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], dict[str, list[Any]], torch.Tensor]:
+    """(A, B, out) sets enough to rotate through twice the L2 (one when they do not fit), torch.matmul's calls on
+    them, and the fp32 reference product of the first."""
+    a, b = make_inputs(m, n, k, "bf16", "nn", device, seed=m + n + k)
+    out = torch.empty((m, n), device=device, dtype=torch.bfloat16)
+    copies = rotation_count((a.numel() + b.numel() + out.numel()) * 2, timer.l2)
+    sets = [(a, b, out)] + [(a.clone(), b.clone(), out.clone()) for _ in range(max(copies, 1) - 1)]
+    calls: dict[str, list[Any]] = {"torch": [lambda x=x, y=y, o=o: torch.matmul(x, y, out=o) for x, y, o in sets]}
+    return sets, calls, torch.matmul(a.float(), b.float())
+
+
+def checked_runs(
+    sets: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], key: str, ref: torch.Tensor, settings: dict[str, float]
+) -> list[Callable[[], Any]] | None:
+    """Each set's launch of config ``key`` planned under the copy rule ``settings``, the first checked against
+    ``ref``; None where the config cannot run the problem (a TMA config beside an uncopied misaligned operand)
+    or gives a wrong result (printed)."""
+    try:
+        with rule(settings):
+            plans = [plan_gemm(x, y, GemmConfig.from_key(key), out=o) for x, y, o in sets]
+    except ConfigError:
+        return None
+    plans[0].run()
+    out = sets[0][2]
+    err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+    if not err < 1e-2:
+        print(key, settings, "wrong result", err, flush=True)
+        return None
+    return [plan.run for plan in plans]
+
+
+def write_rows(name: str, command: str, rows: list[dict[str, Any]]) -> str:
+    """``$OUT/<name>.json`` with the device, versions, the command and the rows; its path."""
+    path = os.path.join(os.environ.get("OUT", "."), f"{name}.json")
+    with open(path, "w") as stream:
+        json.dump({"device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
+                   "command": command, "rows": rows}, stream, indent=1)  # fmt: skip
+    return path
