@@ -15,7 +15,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from theodolite.kernels.config import DTYPE_BYTES, TAIL_CHUNKS, GemmConfig, config_space, masked_edges, sync_prefetch_enabled
+from theodolite.kernels.config import DTYPE_BYTES, TAIL_CHUNKS, GemmConfig, config_space, masked_edges
 
 from theodolite.profile.schema import KERNEL_LOADS, KernelBuild
 
@@ -75,7 +75,6 @@ def _source(
             KA_VEC=a_vec if layout[0] == "n" else 1,
             KB_VEC=b_vec if layout[1] == "t" else 1,
             EDGE_MASK=masked_edges(config),
-            SYNC_PREFETCH=sync_prefetch_enabled(),
         )
     else:
         constexprs["BATCHED"] = False

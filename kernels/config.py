@@ -406,12 +406,6 @@ def partial_vectors_enabled() -> bool:
     return os.environ.get("THEODOLITE_PARTIAL_VEC", "1") not in ("", "0")
 
 
-def sync_prefetch_enabled() -> bool:
-    """Element-wise (synchronous) operand loads are issued one K step ahead into registers (default);
-    ``THEODOLITE_SYNC_PREFETCH=0`` loads them in the step that uses them, as the kernels did before (experiments)."""
-    return os.environ.get("THEODOLITE_SYNC_PREFETCH", "1") not in ("", "0")
-
-
 def load_widths(problem: Problem) -> tuple[int, int]:
     """Bytes per load of A and B as gemm() reads them: 16 for aligned (or copied) rows, else the widest
     vector dividing the contiguous extent of a dense operand (up to 8 bytes; gemm() also checks the

@@ -54,7 +54,6 @@ def mma_tile(
     KB_VEC: tl.constexpr,
     PRECISION: tl.constexpr,
     EDGE_MASK: tl.constexpr,
-    SYNC_PREFETCH: tl.constexpr = False,
 ):
     """fp32 accumulator of one output tile over K iterations [k_lo, k_hi) (in BLOCK_K steps).
 
@@ -105,36 +104,13 @@ def mma_tile(
     # mask along a contiguous K keeps 16-byte loads; a zero-padded copy extends KA/KB to the pad.
     ka = (KA // KA_VEC) * KA_VEC - k_lo * BLOCK_K
     kb = (KB // KB_VEC) * KB_VEC - k_lo * BLOCK_K
-    # Element-wise loads narrower than 4 bytes cannot be cp.async copies, so Triton's pipeliner leaves them in
-    # the loop and every K step waits their latency.  With SYNC_PREFETCH such an operand is loaded one step
-    # ahead into registers (its next tile issued before this step's dot, waited for at the next step)
-    PF_A: tl.constexpr = SYNC_PREFETCH and A_VEC * a_ptr.dtype.element_ty.primitive_bitwidth < 32
-    PF_B: tl.constexpr = SYNC_PREFETCH and B_VEC * b_ptr.dtype.element_ty.primitive_bitwidth < 32
-    if EDGE_MASK:
-        a_in = m_in[:, None]
-        b_in = n_in[None, :]
-    else:
-        a_in = tl.full((BLOCK_M, 1), 1, tl.int1)
-        b_in = tl.full((1, BLOCK_N), 1, tl.int1)
-    if PF_A:
-        a_next = tl.load(a_ptrs, mask=(rk[None, :] < ka) & a_in & (k_lo < k_hi), other=0.0)
-    else:
-        a_next = tl.zeros((BLOCK_M, BLOCK_K), dtype=a_ptr.dtype.element_ty)
-    if PF_B:
-        b_next = tl.load(b_ptrs, mask=(rk[:, None] < kb) & b_in & (k_lo < k_hi), other=0.0)
-    else:
-        b_next = tl.zeros((BLOCK_K, BLOCK_N), dtype=b_ptr.dtype.element_ty)
     for _ in range(k_lo, k_hi):
-        if PF_A:
-            a = a_next
-            a_next = tl.load(a_ptrs + a_step, mask=(rk[None, :] < ka - BLOCK_K) & a_in, other=0.0)
+        if EDGE_MASK:
+            a = tl.load(a_ptrs, mask=(rk[None, :] < ka) & m_in[:, None], other=0.0)
+            b = tl.load(b_ptrs, mask=(rk[:, None] < kb) & n_in[None, :], other=0.0)
         else:
-            a = tl.load(a_ptrs, mask=(rk[None, :] < ka) & a_in, other=0.0)
-        if PF_B:
-            b = b_next
-            b_next = tl.load(b_ptrs + b_step, mask=(rk[:, None] < kb - BLOCK_K) & b_in, other=0.0)
-        else:
-            b = tl.load(b_ptrs, mask=(rk[:, None] < kb) & b_in, other=0.0)
+            a = tl.load(a_ptrs, mask=rk[None, :] < ka, other=0.0)
+            b = tl.load(b_ptrs, mask=rk[:, None] < kb, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += a_step
         b_ptrs += b_step

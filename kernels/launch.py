@@ -32,7 +32,6 @@ from theodolite.kernels.config import (
     partial_vectors_enabled,
     programs_per_sm,
     streamk_partition,
-    sync_prefetch_enabled,
     vector_elements,
 )
 from triton.runtime.errors import OutOfResources
@@ -635,7 +634,6 @@ def plan_gemm(
         A_KMAJOR=a_op.row_major, B_KMAJOR=not b_op.row_major,
         A_VEC=a_vec, B_VEC=b_vec, KA_VEC=ka_vec, KB_VEC=kb_vec,
         PRECISION="ieee" if problem.dtype == "fp32" else "tf32", EDGE_MASK=masked_edges(config),
-        SYNC_PREFETCH=sync_prefetch_enabled(),
     )  # fmt: skip
     pointers = (a_op.tensor, b_op.tensor, out3, c3 if c3 is not None else dummy, bias if bias is not None else dummy,
                 scale if scale is not None else dummy)  # fmt: skip
@@ -675,7 +673,7 @@ def plan_gemm(
         tma_flags = {
             key: value
             for key, value in operand_flags.items()
-            if key not in ("A_VEC", "B_VEC", "KA_VEC", "KB_VEC", "EDGE_MASK", "SYNC_PREFETCH")
+            if key not in ("A_VEC", "B_VEC", "KA_VEC", "KB_VEC", "EDGE_MASK")
         }
         sab = a_op.batch_stride if batch > 1 else a_op.ld * max(m, k)
         sbb = b_op.batch_stride if batch > 1 else b_op.ld * max(n, k)

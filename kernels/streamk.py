@@ -31,7 +31,7 @@ def streamk_kernel(
     alpha, beta, dp_tiles, split,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
-    KA_VEC: tl.constexpr, KB_VEC: tl.constexpr, EDGE_MASK: tl.constexpr, SYNC_PREFETCH: tl.constexpr,
+    KA_VEC: tl.constexpr, KB_VEC: tl.constexpr, EDGE_MASK: tl.constexpr,
     PRECISION: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr, HAS_SCALE: tl.constexpr,
     OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
     CHUNKS: tl.constexpr, SPIN: tl.constexpr,
@@ -47,7 +47,7 @@ def streamk_kernel(
         acc = mma_tile(
             a_ptr, b_ptr, bid, pid_m, pid_n, 0, k_tiles, LM, LN, KA, KB,
             stride_ab, stride_a, stride_bb, stride_b,
-            BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION, EDGE_MASK, SYNC_PREFETCH,
+            BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION, EDGE_MASK,
         )  # fmt: skip
         epilogue(
             acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
@@ -63,7 +63,7 @@ def streamk_kernel(
         acc = mma_tile(
             a_ptr, b_ptr, bid, pid_m, pid_n, j * k_tiles // split, (j + 1) * k_tiles // split, LM, LN, KA, KB,
             stride_ab, stride_a, stride_bb, stride_b,
-            BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION, EDGE_MASK, SYNC_PREFETCH,
+            BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION, EDGE_MASK,
         )  # fmt: skip
         if split == 1:
             epilogue(

@@ -6,7 +6,8 @@ mma_tile`` can load such an operand's next tile before this step's dot instead (
 read when a launch is planned).  Here the random-dev shapes whose kernels read an operand element-wise are timed
 with the sweep's eight fastest configs both ways, side by side with torch.matmul (GPU time, graph-timed for small
 inputs: ``Timer.interleaved``), and each (config, load class) is compiled both ways for its registers and spills.
-Run on a GPU from the repository root (writes ``$OUT/sync-prefetch-<gpu>.json``):
+Run on a GPU from the repository root (writes ``$OUT/sync-prefetch-<gpu>.json``), with the kernels of commit 2fd96eb
+(the switch was reverted after this run: ``git checkout 2fd96eb -- kernels`` first):
 
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/sync_prefetch.py [shapes...]
 """
