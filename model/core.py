@@ -141,10 +141,13 @@ def cost(
     # a misaligned operand is loaded synchronously (no async copy): nothing prefetches its latency
     hide = latency * scalar_batches(c, a_vec, b_vec, hw, ops) if scalar else (latency + stream) / c.lat_div
     # one program's K-step: its instructions and loop bookkeeping, or the copies it waits for, which run under
-    # that bookkeeping (a synchronous load's wait does not: there the bookkeeping follows it); the programs
-    # resident on an SM share its matrix units and its read ceiling
+    # that bookkeeping.  Synchronous (element-wise) loads do not overlap anything of their own step: the program
+    # issues them, waits for the last, stores them to shared memory and runs its matrix instructions, so that
+    # chain is the sum (measured: one-wave split-K steps of the element-wise builds ran 1.5-2.9x the old max of
+    # the two, ~1.0x the sum; reports/results/experiments "Element-wise K-steps").  The programs resident on an
+    # SM share its matrix units and its read ceiling
     overhead = hw.iteration_overhead_s + c.it_extra
-    chain = mx(per_prog, hide) + overhead if scalar else mx(per_prog + overhead, mx(stream, hide))
+    chain = per_prog + hide + overhead if scalar else mx(per_prog + overhead, mx(stream, hide))
     per_sm = mx(per_prog, stream)  # each resident program's share of the SM's matrix units and read ceiling
     it_f = mx(occ_f * per_sm, chain)
     it_l = mx(occ_l * per_sm, chain)
@@ -344,8 +347,8 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         latency = l2_lat + (miss if miss < 1.0 else 1.0) * lat_span
         active_f = conc if conc < sm else sm
         hide = latency / lat_div + stream_hide
-        if sync:  # a synchronous load's wait, then the bookkeeping (core.cost)
-            chain = (per_program if per_program > hide else hide) + it_over
+        if sync:  # issue, the wait, then the bookkeeping: one chain (core.cost)
+            chain = per_program + hide + it_over
         else:
             if stream > hide:
                 hide = stream

@@ -177,3 +177,29 @@ def test_splitk_reduce_cost_slows_split_k_only() -> None:
     fix_costly = predict(problem, split, costly).breakdown["fixup"]
     assert fix_costly - fix_base == pytest.approx(chain, rel=1e-9)
     assert predict(problem, plain, costly).time_s == predict(problem, plain, base).time_s
+
+
+def test_an_element_wise_k_step_is_issue_then_wait() -> None:
+    """A program with element-wise (synchronous) loads issues them, waits for the last, then stores them and runs its
+    matrix instructions: its K-step is the sum of the three, not the slower of issue and wait (that form predicted
+    one-wave split-K K-steps 1.7-3.0x too fast on both GPUs; experiments README "Element-wise K-steps")."""
+    from pathlib import Path
+
+    from theodolite.model.predict import alignment_and_loads, evaluate, table_for
+
+    reset_parameters()
+    clear_tables()
+    measured = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5")
+    table = table_for(measured, "bf16")
+    problem = Problem(132, 107, 1389)  # random-dev's dev074: both operands read element-wise
+    a_vec, b_vec, _, loads = alignment_and_loads(problem, table.hw)
+    assert loads == "scalar"
+    view = table.for_loads(loads)
+    i = table.index["splitk/16x64x128/g8/w4/s4/k4"]
+    _, terms = evaluate(table, problem, detail=True)
+    assert terms["#resident_per_sm"][i] == 1 and terms["#waves"][i] == 1
+    issue = float(core.per_program(view, a_vec, b_vec)[i])
+    wait = float(terms["iter_latency"][i])
+    overhead = table.hw.iteration_overhead_s + float(view.it_extra[i])
+    assert issue > 0 and wait > 0
+    assert float(terms["iter_total"][i]) == pytest.approx(issue + wait + overhead)

@@ -10,6 +10,9 @@
         split-K config minus the same tile's persistent config, measured minus predicted (us), per tile and split
     python3 reports/results/experiments/model_checks.py fast-misses
         how often the fast path misses the exact argmin on 1200 random shapes (datasheet and measured H100)
+    python3 reports/results/experiments/model_checks.py scalar-steps h100|h200
+        element-wise builds: time per K-step of one-wave split-K configs (the slope of time over K-steps per
+        slice, same shape and tile, splits 2-16), measured over predicted per tile (thirteenth session)
 
 Each takes ``model_param=value`` overrides after its arguments (the figures before a parameter changed: e.g.
 ``tma-pairs h100 model_tma_latency_hiding=1``); ``fast-misses TILE_SLACK=0`` sets a fast-path constant.
@@ -110,6 +113,37 @@ def splitk_pairs(gpu: str) -> None:
         print(f"{tile:10s} k{split:<2d} n={len(values):3d} measured - predicted, median {np.median(values):+.2f} us")
 
 
+def scalar_steps(gpu: str) -> None:
+    """A one-wave split-K config's time grows with its K-steps per slice by one program's K-step (every slice runs
+    at once): the slope over the splits of one shape and tile, measured against the model's."""
+    profile = load_profile(PROFILES[gpu])
+    table = table_for(profile, "bf16")
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for suite in SUITES:
+        for shape in _results(gpu, suite).shapes:
+            problem = Problem(shape.M, shape.N, shape.K)
+            if not operand_loads(problem).startswith("scalar"):
+                continue
+            times, terms = evaluate(table, problem, detail=True)
+            points: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+            for key, ms in shape.configs.items():
+                i = table.index.get(key)
+                if not ms or not key.startswith("splitk/") or i is None or terms["#items"][i] > terms["#concurrent"][i]:
+                    continue
+                points[key.split("/")[1]].append((float(terms["#iterations"][i]), ms * 1e-3, float(times[i])))
+            for tile, pts in points.items():
+                steps = np.array([p[0] for p in pts])
+                if len(pts) < 2 or steps.max() == steps.min():
+                    continue
+                measured = np.polyfit(steps, [p[1] for p in pts], 1)[0]
+                predicted = np.polyfit(steps, [p[2] for p in pts], 1)[0]
+                if predicted > 0:
+                    ratios[tile].append(measured / predicted)
+    for tile, values in sorted(ratios.items()):
+        print(f"{tile:10s} n={len(values):3d} per K-step measured / predicted, median {np.median(values):.2f} "
+              f"(p25 {np.percentile(values, 25):.2f}, p75 {np.percentile(values, 75):.2f})")
+
+
 def fast_misses() -> None:
     rng = random.Random(2)
     shapes = [tuple(int(math.exp(rng.uniform(0, math.log(20000)))) for _ in range(3)) for _ in range(600)]
@@ -141,6 +175,8 @@ if __name__ == "__main__":
         tma_pairs(rest[0])
     elif command == "splitk-pairs":
         splitk_pairs(rest[0])
+    elif command == "scalar-steps":
+        scalar_steps(rest[0])
     elif command == "fast-misses":
         fast_misses()
     else:
