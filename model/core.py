@@ -143,7 +143,7 @@ def cost(
     # one program's K-step: its instructions and loop bookkeeping, or the copies it waits for, which run under
     # that bookkeeping.  Synchronous (element-wise) loads do not overlap anything of their own step: the program
     # issues them, waits for the last, stores them to shared memory and runs its matrix instructions, so that
-    # chain is the sum (measured: one-wave split-K steps of the element-wise builds ran 1.5-2.9x the old max of
+    # chain is the sum (measured: one-wave split-K steps of the element-wise builds ran 1.7-3.0x the old max of
     # the two, ~1.0x the sum; reports/results/experiments "Element-wise K-steps").  The programs resident on an
     # SM share its matrix units and its read ceiling
     overhead = hw.iteration_overhead_s + c.it_extra
