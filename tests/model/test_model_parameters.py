@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from theodolite.kernels.config import GemmConfig, Problem
@@ -27,6 +28,11 @@ def _fitted(**values: float):  # type: ignore[no-untyped-def]
     base = h100_sxm()
     fits = {name: Measurement(name, value, METRICS[name].unit, "model-fit") for name, value in values.items()}
     return dataclasses.replace(base, metrics={**base.metrics, **fits})
+
+
+def _measured_h100():  # type: ignore[no-untyped-def]
+    """The bundled, measured H100 profile."""
+    return load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5")
 
 
 def test_every_model_parameter_is_an_optional_metric() -> None:
@@ -125,10 +131,8 @@ def test_tma_latency_hiding_costs_tma_configs_only() -> None:
     """model_tma_latency_hiding slows TMA configs whose K-step waits on latency, and no pointer-based config:
     dev012 of random-dev (640x3072x9088, one wave) with 3 stages, where the H100 measured TMA 80.9 us and the
     pointer kernel 78.7 (full hiding had TMA at 69)."""
-    from pathlib import Path
-
     reset_parameters()
-    measured = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5")
+    measured = _measured_h100()
 
     def hiding(value: float):  # type: ignore[no-untyped-def]
         fit = Measurement("model_tma_latency_hiding", value, "1", "model-fit")
@@ -183,13 +187,11 @@ def test_an_element_wise_k_step_is_issue_then_wait() -> None:
     """A program with element-wise (synchronous) loads issues them, waits for the last, then stores them and runs its
     matrix instructions: its K-step is the sum of the three, not the slower of issue and wait (that form predicted
     one-wave split-K K-steps 1.7-3.0x too fast on both GPUs; experiments README "Element-wise K-steps")."""
-    from pathlib import Path
-
     from theodolite.model.predict import alignment_and_loads, evaluate, table_for
 
     reset_parameters()
     clear_tables()
-    measured = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5")
+    measured = _measured_h100()
     table = table_for(measured, "bf16")
     problem = Problem(132, 107, 1389)  # random-dev's dev074: both operands read element-wise
     a_vec, b_vec, _, loads = alignment_and_loads(problem, table.hw)
