@@ -1,11 +1,14 @@
-"""What the copy experiments share (``pitch_copy.py``, ``small_copy.py``): the copy rule's thresholds changed
-for a block, an input set rotated through L2 with torch.matmul's calls and a reference, and the results file."""
+"""What the device experiments share (``pitch_copy.py``, ``small_copy.py``, ``sync_prefetch.py``): the GPU's short
+name, compiling in worker processes, the copy rule's thresholds changed for a block, an input set rotated through L2
+with torch.matmul's calls and a reference, checked launches, and the results file."""
 
 import contextlib
 import json
+import multiprocessing
 import os
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, TypeVar
 
 import theodolite.kernels.config as config_module
 import torch
@@ -13,6 +16,22 @@ import triton
 from theodolite.kernels.benchmark import Timer, make_inputs, rotation_count
 from theodolite.kernels.config import ConfigError, GemmConfig
 from theodolite.kernels.launch import plan_gemm
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def gpu_name() -> str:
+    """'h100' or 'h200', for the file names of the committed sweeps and results."""
+    return "h200" if "H200" in torch.cuda.get_device_name() else "h100"
+
+
+def in_workers(work: Callable[[list[T]], R], tasks: Sequence[T], workers: int = 14) -> list[R]:
+    """``work`` on ``workers`` interleaved shares of ``tasks``, each in its own spawned process (compiling there
+    fills the Triton cache this process then reads)."""
+    shares = [list(tasks[i::workers]) for i in range(workers)]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(work, shares))
 
 
 @contextlib.contextmanager

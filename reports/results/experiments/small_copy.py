@@ -13,19 +13,14 @@ for the copied problem.  Run on a GPU from the repository root (writes ``$OUT/sm
 
 import math
 import sys
-from concurrent.futures import ProcessPoolExecutor
 
 import torch
-from harness import checked_runs, rotated_inputs, rule, write_rows
+from harness import checked_runs, gpu_name, in_workers, rotated_inputs, rule, write_rows
 from theodolite.kernels.benchmark import Timer, make_inputs
 from theodolite.kernels.config import ConfigError, GemmConfig, Problem, needs_aligned_copy
 from theodolite.kernels.launch import plan_gemm, problem_of
 
 ON = {"ALIGN_COPY_MIN_FLOPS": 0.0, "ALIGN_COPY_MIN_REUSE": 1}
-
-
-def gpu_name() -> str:
-    return "h200" if "H200" in torch.cuda.get_device_name() else "h100"
 
 
 def candidates(gpu: str) -> list[tuple[str, int, int, int, list[str], list[str]]]:
@@ -71,12 +66,7 @@ def main() -> None:
     shapes = candidates(gpu)
     tasks = sorted({(m, n, k, key, copied) for _, m, n, k, off, on in shapes
                     for copied, keys in ((False, off), (True, on)) for key in keys})  # fmt: skip
-    workers = 14
-    chunks = [tasks[i::workers] for i in range(workers)]
-    import multiprocessing
-
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        print("warmed", sum(pool.map(warm, chunks)), "of", len(tasks), flush=True)
+    print("warmed", sum(in_workers(warm, tasks)), "of", len(tasks), flush=True)
     timer = Timer()
     rows = []
     for name, m, n, k, off, on in shapes:

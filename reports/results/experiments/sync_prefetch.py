@@ -13,23 +13,17 @@ Run on a GPU from the repository root (writes ``$OUT/sync-prefetch-<gpu>.json``)
 """
 
 import math
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 
 import torch
-from harness import rotated_inputs, write_rows
+from harness import checked_runs, gpu_name, in_workers, rotated_inputs, write_rows
 from theodolite.kernels.benchmark import Timer, make_inputs
 from theodolite.kernels.config import ConfigError, GemmConfig, Problem, operand_loads
 from theodolite.kernels.launch import plan_gemm
 
 ENV = "THEODOLITE_SYNC_PREFETCH"
 TOP = 8
-
-
-def gpu_name() -> str:
-    return "h200" if "H200" in torch.cuda.get_device_name() else "h100"
 
 
 def candidates(gpu: str, names: list[str]) -> list[tuple[str, int, int, int, str, list[str]]]:
@@ -76,11 +70,8 @@ def main() -> None:
     shapes = candidates(gpu, sys.argv[1:])
     tasks = sorted({(m, n, k, key, loads, on) for _, m, n, k, loads, keys in shapes for key in keys
                     for on in (False, True)})  # fmt: skip
-    workers = 14
-    chunks = [tasks[i::workers] for i in range(workers)]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        builds = {(key, loads, on): (regs, spills) for chunk in pool.map(warm, chunks)
-                  for key, loads, on, regs, spills in chunk}  # fmt: skip
+    builds = {(key, loads, on): (regs, spills) for share in in_workers(warm, tasks)
+              for key, loads, on, regs, spills in share}  # fmt: skip
     print("compiled", len(builds), "builds", flush=True)
     timer = Timer()
     rows = []
@@ -90,27 +81,26 @@ def main() -> None:
         for on in (False, True):
             with_prefetch(on)
             for key in keys:
-                plans = [plan_gemm(x, y, GemmConfig.from_key(key), out=o) for x, y, o in sets]
-                plans[0].run()
-                err = ((sets[0][2].float() - ref).abs().max() / ref.abs().max()).item()
-                if not err < 1e-2:
-                    print(name, key, "prefetch" if on else "plain", "wrong result", err, flush=True)
-                    continue
-                calls[f"{'on' if on else 'off'} {key}"] = [plan.run for plan in plans]
+                runs = checked_runs(sets, key, ref, {})  # the switch is read as each launch is planned
+                if runs is not None:
+                    calls[f"{'on' if on else 'off'} {key}"] = runs
         labels = list(calls)
         times = dict(zip(labels, timer.interleaved([calls[c] for c in labels], keep=range(len(labels))), strict=True))
         for label, t in times.items():
             state, _, key = label.partition(" ")
             regs, spills = builds.get((key, loads, state == "on"), (None, None))
             rows.append({"shape": name, "M": m, "N": n, "K": k, "loads": loads, "config": key or "torch",
-                         "prefetch": state if key else None, "us": t * 1e3, "regs": regs, "spills": spills})  # fmt: skip
+                         "prefetch": state if key else None, "us": t * 1e3, "regs": regs,
+                         "spills": spills})  # fmt: skip
         best = {s: min((t for c, t in times.items() if c.startswith(s + " ")), default=math.inf) for s in ("off", "on")}
         ratios.append(best["off"] / best["on"])
         print(f"{name} {m}x{n}x{k} {loads}: torch {times['torch'] * 1e3:.1f} us, plain {best['off'] * 1e3:.1f} "
               f"(x{times['torch'] / best['off']:.2f} of torch), prefetch {best['on'] * 1e3:.1f} "
-              f"(x{times['torch'] / best['on']:.2f}); plain/prefetch {best['off'] / best['on']:.3f}", flush=True)  # fmt: skip
+              f"(x{times['torch'] / best['on']:.2f}); plain/prefetch {best['off'] / best['on']:.3f}",
+              flush=True)  # fmt: skip
     if ratios:
-        print(f"geomean plain/prefetch over {len(ratios)} shapes: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+        geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        print(f"geomean plain/prefetch over {len(ratios)} shapes: {geomean:.3f}")
     command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/sync_prefetch.py " + " ".join(sys.argv[1:])
     print("wrote", write_rows(f"sync-prefetch-{gpu}", command, rows), file=sys.stderr)
 
