@@ -83,9 +83,7 @@ def _source(
     if config.variant in ("persistent", "tma"):
         constexprs["FLATTEN"] = config.flatten
     if config.variant == "streamk":
-        constexprs["CHUNKS"] = TAIL_CHUNKS
-        if "SPIN" in kernel.arg_names:  # the aligned-slice tail's reduction (the balanced tail never waits)
-            constexprs["SPIN"] = True
+        constexprs.update(CHUNKS=TAIL_CHUNKS, SPIN=True)
     out_vec = 16 // (2 if dtype in ("fp16", "bf16") else 4)
     constexprs.update(HAS_C=False, BIAS_MODE=0, HAS_SCALE=False, OUT_VEC=out_vec, C_VEC=0, N_VEC=out_vec)
     constexprs.update(extra or {})

@@ -691,17 +691,6 @@ def plan_gemm(
             "FLATTEN": config.flatten,
         }
         plan.steps.append(_Launch(tma_kernel, grid, pointers, kwargs, psrc))
-    elif config.variant == "streamk" and split == 0:
-        from theodolite.kernels.streamk import streamk_balanced_kernel
-
-        # the tail's K-steps shared out evenly over every program: a first and a head piece's slot each
-        ws = _workspace(device, 2 * programs * config.block_m * config.block_n)
-        locks = _locks(device, tiles - dp_tiles)
-        kwargs = {**common, **epi, "dp_tiles": dp_tiles, "split": 0, **meta, **operand_flags, **flags,
-                  "CHUNKS": TAIL_CHUNKS}  # fmt: skip
-        plan.steps.append(
-            _Launch(streamk_balanced_kernel, (programs,), (*pointers, ws, locks), kwargs, (*psrc, None, None))
-        )
     elif config.variant == "streamk":
         from theodolite.kernels.streamk import streamk_kernel
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from theodolite.kernels.epilogue import epilogue, mma_tile, store_partial, sum_partials, tile_coords
+from theodolite.kernels.epilogue import epilogue, mma_tile, sum_partials, tile_coords
 from theodolite.kernels.persistent import RUNTIME_INTS
 
 SK_INTS = RUNTIME_INTS + ["dp_tiles", "split"]
@@ -123,104 +123,3 @@ def _reduce_slices(
                 stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
                 BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
             )  # fmt: skip
-
-
-@triton.jit(do_not_specialize=SK_INTS)
-def streamk_balanced_kernel(
-    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr, lock_ptr,
-    M, N, K, LM, LN, KA, KB, num_tiles,
-    stride_ab, stride_a, stride_bb, stride_b,
-    stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
-    alpha, beta, dp_tiles, split,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
-    KA_VEC: tl.constexpr, KB_VEC: tl.constexpr, EDGE_MASK: tl.constexpr,
-    PRECISION: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr, HAS_SCALE: tl.constexpr,
-    OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
-    CHUNKS: tl.constexpr,
-):  # fmt: skip
-    """Full waves data-parallel, then the last partial wave's K-steps shared out evenly: program p runs the
-    tail's K-steps [p * T // P, (p + 1) * T // P) of T = tiles x K-steps (``split`` is unused).  A range starts
-    inside one tile (its first piece) and ends inside another (its head piece, from K-step 0); a piece that is
-    not a whole tile stores its fp32 partial (first piece in slot p, head piece in slot P + p) and counts itself
-    in at the tile's counter; the tile's last piece to arrive adds them, head first, then the other programs'
-    pieces in program order (deterministic), in row chunks, and applies the epilogue.  No program waits for
-    another, so the grid need not be resident at once."""
-    pid = tl.program_id(0)
-    programs = tl.num_programs(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in range(pid, dp_tiles, programs):
-        bid, pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        acc = mma_tile(
-            a_ptr, b_ptr, bid, pid_m, pid_n, 0, k_tiles, LM, LN, KA, KB,
-            stride_ab, stride_a, stride_bb, stride_b,
-            BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION, EDGE_MASK,
-        )  # fmt: skip
-        epilogue(
-            acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
-            stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
-            BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
-        )  # fmt: skip
-    total = (num_tiles - dp_tiles).to(tl.int64) * k_tiles
-    it = pid * total // programs
-    end = (pid + 1) * total // programs
-    while it < end:
-        rel = (it // k_tiles).to(tl.int32)
-        k_lo = (it - rel.to(tl.int64) * k_tiles).to(tl.int32)
-        k_hi = tl.minimum(k_lo.to(tl.int64) + (end - it), k_tiles).to(tl.int32)
-        bid, pid_m, pid_n = tile_coords(dp_tiles + rel, num_pid_m, num_pid_n, GROUP_M)
-        acc = mma_tile(
-            a_ptr, b_ptr, bid, pid_m, pid_n, k_lo, k_hi, LM, LN, KA, KB,
-            stride_ab, stride_a, stride_bb, stride_b,
-            BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION, EDGE_MASK,
-        )  # fmt: skip
-        if (k_lo == 0) & (k_hi == k_tiles):
-            epilogue(
-                acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
-                stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
-                BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
-            )  # fmt: skip
-        else:
-            slot = tl.where(k_lo == 0, programs + pid, pid)
-            store_partial(acc, ws_ptr, slot, BLOCK_M, BLOCK_N)
-            tl.debug_barrier()  # every thread's share of the partial is written before the release below
-            first = rel.to(tl.int64) * k_tiles
-            owner = ((first + 1) * programs - 1) // total  # the program whose range holds the tile's K-step 0
-            last = ((first + k_tiles) * programs - 1) // total  # ... and its last K-step
-            arrived = tl.atomic_add(lock_ptr + rel, 1, sem="acq_rel", scope="gpu")
-            if arrived == last - owner:
-                _sum_pieces(
-                    ws_ptr, owner, last, programs, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
-                    stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
-                    BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC, CHUNKS,
-                )  # fmt: skip
-                tl.atomic_xchg(lock_ptr + rel, 0, sem="relaxed", scope="gpu")
-        it += k_hi - k_lo
-
-
-@triton.jit
-def _sum_pieces(
-    ws_ptr, owner, last, programs, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
-    stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr,
-    HAS_SCALE: tl.constexpr, OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
-    CHUNKS: tl.constexpr,
-):  # fmt: skip
-    """A tile's pieces added in row chunks (a whole fp32 tile beside the sum would not fit in registers): the
-    owner's head piece (slot programs + owner) first, then programs owner + 1 .. last (their first pieces)."""
-    tile_elems: tl.constexpr = BLOCK_M * BLOCK_N
-    ROWS: tl.constexpr = BLOCK_M // CHUNKS
-    rc = tl.arange(0, ROWS)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    head = ws_ptr + tl.cast(programs + owner, tl.int64) * tile_elems
-    for chunk in range(CHUNKS):
-        offset = chunk * (ROWS * BLOCK_N)
-        total = tl.load(head + offset + rc, cache_modifier=".cg")
-        for q in tl.range(owner + 1, last + 1, loop_unroll_factor=1):
-            total += tl.load(ws_ptr + tl.cast(q, tl.int64) * tile_elems + offset + rc, cache_modifier=".cg")
-        epilogue(
-            total, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m * CHUNKS + chunk, pid_n, M, N,
-            stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
-            ROWS, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
-        )  # fmt: skip

@@ -9,6 +9,7 @@ last wave is partial this times the policy's tail, the balanced tail, the commit
 of the shape (any variant) and torch.matmul side by side, the way ``theodolite validate`` times a shape (CUDA-graph
 replays over inputs rotated through L2 when they fit, L2-flushed runs otherwise).
 
+The balanced kernel was reverted after this measurement: check out commit 22c383a's ``kernels/`` to run it again.
 On a GPU machine, from the repository root (writes ``$OUT/streamk-balanced-GPU.json``, prints a table)::
 
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/streamk_balanced.py
