@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from theodolite.kernels.config import ASYNC_COPY_MIN_BYTES, TAIL_CHUNKS, TAIL_MAX_SPLIT, TAIL_MIN_STEPS
+from theodolite.kernels.config import ALIGN_BYTES, ASYNC_COPY_MIN_BYTES, TAIL_CHUNKS, TAIL_MAX_SPLIT, TAIL_MIN_STEPS
 from theodolite.model.hardware import Hardware
 
 PARTIAL_BYTES = 4  # fp32 partial tiles (the kernels' split-K / Stream-K workspace)
@@ -160,7 +160,7 @@ def cost(
     before = latency + hw.tile_overhead_s
     # a loop shorter than the pipeline: its prologue zero-fills the stages beyond its last K-step, with nothing
     # to overlap them (per work item, once per program when flattened); scalar builds keep one stage
-    exposed = mx(c.prefetch - iters, 0.0) * c.stage_fill * (0.0 if scalar else 1.0)
+    exposed = mx(c.prefetch - iters, 0.0) * zero_fill(c, a_vec, b_vec) * (0.0 if scalar else 1.0)
     fixed = before * (1.0 - c.flat_hide) + epilogue + exposed * (1.0 - c.is_flat)
     # a Stream-K slice: its partial stored, then its share (ceil(chunks / split) of TAIL_CHUNKS row chunks) of all
     # slices' partials read and written out through its SM, the fp32 partial traffic at 1/streamk_reduce_cost of
@@ -244,6 +244,15 @@ def per_program(c: Any, a_vec: float, b_vec: float, ops: Any = NumpyOps) -> Any:
     """Seconds one program needs per K-iteration on its SM: the slower of matrix and shared memory, plus the
     load issue of pointer-based loads (the same warps issue loads and matrix instructions)."""
     return ops.maximum(c.compute_it, c.smem_it) + c.issue_a / a_vec + c.issue_b / b_vec
+
+
+def zero_fill(c: Any, a_vec: float, b_vec: float) -> Any:
+    """Seconds one zero-filled prologue stage costs (a loop shorter than its pipeline): the stage's bytes at one SM's
+    bandwidth (``stage_fill``) when copied 16 bytes at a time, each operand's rows that much longer for narrower
+    copies: a masked cp.async zero-fills only its own width, so a 4-byte-vector operand's stage takes four times
+    the copies (H200 dev009 73x498x70, both operands 4-byte vectors: 64x64x64 s4, two K-steps and two zero-filled
+    stages, 4.7 us against 2.8 us for 16x64x32 s2 with three K-steps and none)."""
+    return c.stage_fill * (c.bm * (ALIGN_BYTES / a_vec) + c.bn * (ALIGN_BYTES / b_vec)) / (c.bm + c.bn)
 
 
 def synchronous(a_vec: float, b_vec: float) -> bool:

@@ -74,6 +74,7 @@ class AlignmentClass:
         per_program = core.per_program(table, a_vec, b_vec)
         self.per_program = per_program
         columns = {name: per_program if name == "per_program" else getattr(view, name) for name in core.SCALAR_FIELDS}
+        columns["stage_fill"] = core.zero_fill(table, a_vec, b_vec)  # at this class's copy widths (as core.cost)
         if core.synchronous(a_vec, b_vec):  # latency not hidden, no prefetches (as core.cost)
             columns["lat_div"] = 1.0 / core.scalar_batches(table, a_vec, b_vec, table.hw)
             columns["stage_fill"] = np.zeros(len(table.configs))

@@ -51,6 +51,11 @@ def test_space_keys_round_trip_and_are_unique(dtype: str) -> None:
 
 def test_space_is_deterministic_and_ordered_by_variant() -> None:
     assert config_space("bf16") == config_space("bf16")
+    # short-K entries (K under ~100): 16- and 32-deep K-steps, persistent, 2 stages
+    short = {c.key for c in config_space("bf16") if c.block_k < 64}
+    assert short == {"persistent/16x64x32/g8/w4/s2/k1", "persistent/16x64x16/g8/w4/s2/k1",
+                     "persistent/64x64x32/g8/w4/s2/k1", "persistent/64x64x16/g8/w4/s2/k1",
+                     "persistent/128x64x16/g8/w4/s2/k1", "persistent/256x128x16/g8/w8/s2/k1"}  # fmt: skip
     assert config_space("bf16", ("splitk",)) == tuple(c for c in config_space("bf16") if c.variant == "splitk")
     with pytest.raises(ConfigError):
         config_space("int8")

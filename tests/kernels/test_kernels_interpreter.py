@@ -147,6 +147,14 @@ def test_streamk_partitions(m: int, n: int, k: int, sms: int, dp_tiles: int, spl
     assert torch.equal(out, again), "Stream-K must be deterministic"
 
 
+@pytest.mark.parametrize("key", ["persistent/16x64x16/g8/w4/s2/k1", "persistent/16x64x32/g8/w4/s2/k1"])
+def test_short_k_configs(key: str) -> None:
+    """The space's short-K entries: K = 18 in one or two steps, the rows past K masked, misaligned rows too."""
+    a = operand(37, 18, False, torch.float16)
+    b = operand(18, 45, False, torch.float16)
+    check(run(a, b, GemmConfig.from_key(key)), a, b, torch.float16)
+
+
 def test_splitk_deterministic() -> None:
     a = operand(20, 160, False, torch.float32)
     b = operand(160, 20, False, torch.float32)

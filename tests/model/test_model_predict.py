@@ -250,7 +250,7 @@ def test_reductions_follow_the_kernels() -> None:
 
 def test_short_loops_pay_their_zero_filled_prologue() -> None:
     """A cp.async pipeline's prologue zero-fills its stages - 1 prefetches past a short loop's last K-step, one
-    stage at one SM's bandwidth each (H100, one 128x128 tile at K = 128: BLOCK_K 128 measured ~1.07 us slower
+    stage at one SM's bandwidth each (16-byte copies; narrower ones take as many more copies) (H100, one 128x128 tile at K = 128: BLOCK_K 128 measured ~1.07 us slower
     than BLOCK_K 64 at 3 stages, 4 stages ~0.56 us slower than 3); TMA copies and scalar builds have none."""
     sat = 55.0
     profile = _with(H100, hbm_saturation_sms=sat)
@@ -267,6 +267,11 @@ def test_short_loops_pay_their_zero_filled_prologue() -> None:
     assert zero_fill("persistent/128x128x128/g8/w8/s3/k1/f", 128, 128, 128) == pytest.approx(4 * stage)
     assert zero_fill("tma/64x64x128/g8/w4/s4/k1/f", 128, 128, 128) == 0.0
     assert zero_fill(plain, 128, 128, 63) == 0.0  # misaligned A rows, not copied at this size: scalar loads
+    # a masked cp.async zero-fills only its own width: rows read as 4- or 8-byte vectors take 4x / 2x the copies
+    # (B's 130-element rows: 4-byte vectors, A's 16-byte; both operands 4-byte vectors at K = 66)
+    assert zero_fill(plain, 128, 130, 64) == pytest.approx(2 * stage * (64 * 1 + 64 * 4) / 128)
+    assert zero_fill(plain, 128, 132, 64) == pytest.approx(2 * stage * (64 * 1 + 64 * 2) / 128)
+    assert zero_fill(plain, 130, 130, 66) == pytest.approx(stage * 4)  # 2 K-steps, 1 stage past them, all at 4 B
     # the measured order at one tile, K = 128: BLOCK_K 64 at 3 stages < 4 stages < BLOCK_K 128 at 3 stages
     times = [predict(Problem(128, 128, 128), _config(key), profile).time_s for key in (
         "persistent/128x128x64/g8/w8/s3/k1/f", "persistent/128x128x64/g8/w8/s4/k1/f",

@@ -1,0 +1,137 @@
+"""Short K: would tiles with BLOCK_K 32 or 16 help the random-dev shapes whose whole K fits one 64-deep K-step?
+
+Every config of the declared space reads K in steps of at least 64 elements (bf16); a shape with K = 18 then issues
+3.5x the loads it needs (the rows past K are masked, not skipped), and with misaligned rows those loads are
+element-wise.  The large-output short-K shapes are where the sweep's best loses most to torch.matmul (H100
+random-dev: dev033 1437x2222x18 0.50x, dev105 332x12914x36 0.70x, dev078 465x1332x23 0.72x, dev135 2051x2319x38
+0.74x, dev061 2873x1370x19 0.77x).  For every random-dev shape with K < 100 this times, side by side with
+torch.matmul as ``theodolite validate`` does (CUDA-graph replays over inputs rotated through L2), the sweep's four
+fastest configs and persistent configs outside the space with BLOCK_K 32 and 16.  Run on a GPU from the repository
+root (writes ``$OUT/short-k-<gpu>.json``)::
+
+    PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/short_k.py
+
+``--llm`` (after the short-K configs joined the space) times the six kept ones beside the committed sweep's fastest
+config on every llm shape (writes ``$OUT/short-k-llm-<gpu>.json``), for the llm results files: there, every K is
+3584 or more.  On any machine, ``--merge TIMES RESULTS`` then adds those six configs' times (ms, as measured there)
+to the shapes of a committed llm results file that lack them, so it again holds every config of the space:
+
+    python3 reports/results/experiments/short_k.py --merge short-k-llm-h100.json reports/results/validate-llm-h100.json
+"""
+
+import os
+import sys
+
+import torch
+from harness import checked_runs, gpu_name, in_workers, rotated_inputs, write_rows
+from theodolite.kernels.benchmark import Timer, make_inputs
+from theodolite.kernels.config import ConfigError, GemmConfig
+from theodolite.kernels.launch import plan_gemm
+
+# (block_m, block_n, warps, stages) of the candidates, each with BLOCK_K 32 and 16
+TILES = ((128, 128, 8, 2), (128, 256, 8, 2), (256, 128, 8, 2), (64, 256, 8, 2), (64, 128, 4, 2), (128, 64, 4, 2),
+         (64, 64, 4, 2), (128, 32, 4, 2), (16, 64, 4, 2))  # fmt: skip
+EXTRA = [f"persistent/{bm}x{bn}x{bk}/g8/w{w}/s{s}/k1" for bm, bn, w, s in TILES for bk in (32, 16)]
+
+
+def shapes(gpu: str) -> list[tuple[str, int, int, int, list[str]]]:
+    """(name, M, N, K, the sweep's four fastest configs) of every random-dev shape with K < 100."""
+    from theodolite.results import load_results
+
+    out = []
+    for s in load_results(f"reports/results/validate-random-dev-{gpu}.json").shapes:
+        if s.K < 100:
+            timed = sorted((t, k) for k, t in s.configs.items() if t)
+            out.append((s.name, s.M, s.N, s.K, [k for _, k in timed[:4]]))
+    return out
+
+
+def warm(tasks: list[tuple[int, int, int, str]]) -> int:
+    """Compile (run once) each (M, N, K, config) in this process; the binaries land in the Triton cache."""
+    device = torch.device("cuda")
+    done = 0
+    for m, n, k, key in tasks:
+        a, b = make_inputs(m, n, k, "bf16", "nn", device)
+        try:
+            plan_gemm(a, b, GemmConfig.from_key(key)).run()
+            done += 1
+        except ConfigError:
+            pass
+    torch.cuda.synchronize()
+    return done
+
+
+KEPT = [f"persistent/{tile}/g8/w{w}/s2/k1" for tile, w in (("16x64x32", 4), ("16x64x16", 4), ("64x64x32", 4),
+                                                           ("64x64x16", 4), ("128x64x16", 4), ("256x128x16", 8))]
+
+
+def llm_shapes(gpu: str) -> list[tuple[str, int, int, int, list[str]]]:
+    """(name, M, N, K, the sweep's fastest config) of every llm shape."""
+    from theodolite.results import load_results
+
+    return [(s.name, s.M, s.N, s.K, [min((k for k, t in s.configs.items() if t), key=s.configs.get)])
+            for s in load_results(f"reports/results/validate-llm-{gpu}.json").shapes]  # fmt: skip
+
+
+def merge(times_path: str, results_path: str) -> None:
+    """Add the timed short-K configs to the llm results file's shapes (``--merge``); no GPU."""
+    import json
+    from theodolite.results import load_results, save_results
+
+    with open(times_path) as stream:
+        data = json.load(stream)
+    timed = {(r["M"], r["N"], r["K"], r["config"]): r["us"] * 1e-3 for r in data["rows"] if r["config"] in KEPT}
+    results = load_results(results_path)
+    added = 0
+    closest = 0.0
+    for shape in results.shapes:
+        best = min(t for t in shape.configs.values() if t)
+        for key in KEPT:
+            ms = timed.get((shape.M, shape.N, shape.K, key))
+            if ms is not None and key not in shape.configs:
+                shape.configs[key] = ms
+                added += 1
+                closest = max(closest, best / ms)
+    results.command += f" | short_k.py --merge {os.path.basename(times_path)}"
+    save_results(results, results_path)
+    print(f"{results_path}: {added} config times added; the closest to its shape's sweep best runs at {closest:.2f}x "
+          "its speed")  # fmt: skip
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--merge"]:
+        merge(sys.argv[2], sys.argv[3])
+        return
+    device = torch.device("cuda")
+    gpu = gpu_name()
+    llm = "--llm" in sys.argv
+    todo = llm_shapes(gpu) if llm else shapes(gpu)
+    extra = KEPT if llm else EXTRA
+    # llm shapes are aligned: a binary compiled on a smaller aligned shape serves them (14 workers at full size OOM)
+    cap = 512 if llm else 1 << 30
+    tasks = sorted({(min(m, cap), min(n, cap), min(k, cap), key) for _, m, n, k, best in todo for key in best + extra})
+    print("warmed", sum(in_workers(warm, tasks)), "of", len(tasks), flush=True)
+    timer = Timer()
+    rows = []
+    for name, m, n, k, best in todo:
+        sets, calls, ref = rotated_inputs(m, n, k, timer, device)
+        for key in best + extra:
+            runs = checked_runs(sets, key, ref, {})
+            if runs is not None:
+                calls[key] = runs
+        keys = list(calls)
+        times = dict(zip(keys, timer.interleaved([calls[c] for c in keys], keep=range(len(keys))), strict=True))
+        for c, t in times.items():
+            rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
+        old = min(times[c] for c in best if c in times)
+        new = min((times[c] for c in extra if c in times), default=float("inf"))
+        top = min((c for c in extra if c in times), key=times.get, default="-")
+        print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, sweep best {old * 1e3:.2f} "
+              f"(x{times['torch'] / old:.2f}), short-K best {new * 1e3:.2f} (x{times['torch'] / new:.2f}) {top}",
+              flush=True)  # fmt: skip
+    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/short_k.py" + (" --llm" if llm else "")
+    print("wrote", write_rows(f"short-k{'-llm' if llm else ''}-{gpu}", command, rows), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
