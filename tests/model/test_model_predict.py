@@ -250,8 +250,9 @@ def test_reductions_follow_the_kernels() -> None:
 
 def test_short_loops_pay_their_zero_filled_prologue() -> None:
     """A cp.async pipeline's prologue zero-fills its stages - 1 prefetches past a short loop's last K-step, one
-    stage at one SM's bandwidth each (16-byte copies; narrower ones take as many more copies) (H100, one 128x128 tile at K = 128: BLOCK_K 128 measured ~1.07 us slower
-    than BLOCK_K 64 at 3 stages, 4 stages ~0.56 us slower than 3); TMA copies and scalar builds have none."""
+    stage at one SM's bandwidth each at 16-byte copies, narrower ones taking as many more copies (H100, one 128x128
+    tile at K = 128: BLOCK_K 128 measured ~1.07 us slower than BLOCK_K 64 at 3 stages, 4 stages ~0.56 us slower
+    than 3); TMA copies and scalar builds have none."""
     sat = 55.0
     profile = _with(H100, hbm_saturation_sms=sat)
     per_sm = H100.value("hbm_read_bandwidth") / sat
