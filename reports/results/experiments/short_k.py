@@ -69,7 +69,7 @@ def llm_shapes(gpu: str) -> list[tuple[str, int, int, int, list[str]]]:
     """(name, M, N, K, the sweep's fastest config) of every llm shape."""
     from theodolite.results import load_results
 
-    return [(s.name, s.M, s.N, s.K, [min((k for k, t in s.configs.items() if t), key=s.configs.get)])
+    return [(s.name, s.M, s.N, s.K, [min((t, k) for k, t in s.configs.items() if t)[1]])
             for s in load_results(f"reports/results/validate-llm-{gpu}.json").shapes]  # fmt: skip
 
 
@@ -125,7 +125,7 @@ def main() -> None:
             rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
         old = min(times[c] for c in best if c in times)
         new = min((times[c] for c in extra if c in times), default=float("inf"))
-        top = min((c for c in extra if c in times), key=times.get, default="-")
+        top = min(((times[c], c) for c in extra if c in times), default=(0.0, "-"))[1]
         print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, sweep best {old * 1e3:.2f} "
               f"(x{times['torch'] / old:.2f}), short-K best {new * 1e3:.2f} (x{times['torch'] / new:.2f}) {top}",
               flush=True)  # fmt: skip

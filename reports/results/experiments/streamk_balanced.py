@@ -73,7 +73,7 @@ def _sweep_best(gpu: str) -> dict[tuple[int, int, int], list[str]]:
         with open(f"reports/results/validate-{suite}-{gpu}.json") as f:
             for shape in json.load(f)["shapes"]:
                 timed = {k: v for k, v in shape["configs"].items() if v}
-                best[(shape["M"], shape["N"], shape["K"])] = sorted(timed, key=timed.get)[:3]
+                best[(shape["M"], shape["N"], shape["K"])] = sorted(timed, key=lambda key: timed[key])[:3]
     return best
 
 
