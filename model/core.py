@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from theodolite.kernels.config import ALIGN_BYTES, ASYNC_COPY_MIN_BYTES, TAIL_CHUNKS, TAIL_MAX_SPLIT, TAIL_MIN_STEPS
+from theodolite.kernels.config import ASYNC_COPY_MIN_BYTES, TAIL_CHUNKS, TAIL_MAX_SPLIT, TAIL_MIN_STEPS
 from theodolite.model.hardware import Hardware
 
 PARTIAL_BYTES = 4  # fp32 partial tiles (the kernels' split-K / Stream-K workspace)
@@ -247,12 +247,12 @@ def per_program(c: Any, a_vec: float, b_vec: float, ops: Any = NumpyOps) -> Any:
 
 
 def zero_fill(c: Any, a_vec: float, b_vec: float) -> Any:
-    """Seconds one zero-filled prologue stage costs (a loop shorter than its pipeline): the stage's bytes at one SM's
-    bandwidth (``stage_fill``) when copied 16 bytes at a time, each operand's rows that much longer for narrower
-    copies: a masked cp.async zero-fills only its own width, so a 4-byte-vector operand's stage takes four times
-    the copies (H200 dev009 73x498x70, both operands 4-byte vectors: 64x64x64 s4, two K-steps and two zero-filled
-    stages, 4.7 us against 2.8 us for 16x64x32 s2 with three K-steps and none)."""
-    return c.stage_fill * (c.bm * (ALIGN_BYTES / a_vec) + c.bn * (ALIGN_BYTES / b_vec)) / (c.bm + c.bn)
+    """Seconds one zero-filled prologue stage costs (a loop shorter than its pipeline): its warp-wide masked copies,
+    each operand's rows x BLOCK_K bytes over that operand's copy width (``a_vec``/``b_vec`` bytes), at
+    ``model_zero_fill_cycles`` each (``stage_fill`` is that price per row and byte of width).  Measured with one K-step
+    at 2-4 stages (reports/results/experiments, "Zero-filled stages"): a stage of 4-byte copies costs ~4x one of
+    16-byte copies (H100 128x128x64: 0.67 us against 0.02-0.19)."""
+    return c.stage_fill * (c.bm / a_vec + c.bn / b_vec)
 
 
 def synchronous(a_vec: float, b_vec: float) -> bool:

@@ -108,6 +108,12 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "share of a work item's fixed cost (pipeline fill latency and tile overhead) that a flattened tile loop "
         "(GemmConfig.flatten) hides behind the previous item: its next loads are issued before its epilogue",
     ),
+    "model_zero_fill_cycles": (
+        3.7,
+        "cycles a warp-wide masked cp.async (a zero-filled prologue copy of a loop shorter than its pipeline) "
+        "occupies an SM, whatever its width, so narrow copies fill a stage slower (measured per GPU by "
+        "reports/results/experiments/zero_fill.py: H100 3.68, H200 3.74)",
+    ),
     "model_tile_overhead": (
         15.0,
         "cycles per output tile outside the K loop beyond memory latency (index math, accumulator init, "
@@ -124,6 +130,7 @@ FITTED_PARAMETERS = (
     "model_tma_iteration_overhead", "model_streamk_slowdown", "model_streamk_reduce_cost", "model_splitk_reduce_cost",
     "model_scalar_load_cost", "model_scalar_k_load_share",
     "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale", "model_flatten_hiding",
+    "model_zero_fill_cycles",
 )  # fmt: skip
 
 
@@ -158,6 +165,7 @@ class Hardware:
     issue_rate: float  # warp instructions per second per SM
     load_instructions: float
     tile_overhead_s: float
+    zero_fill_copy_s: float  # seconds one warp-wide masked cp.async takes (a zero-filled prologue copy)
     flatten_hiding: float  # share of an item's fixed cost a flattened loop hides (items after a program's first)
     latency_hiding: float
     tma_latency_hiding: float
@@ -284,6 +292,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         issue_rate=_parameter(profile, "model_issue_rate") * clock,
         load_instructions=_parameter(profile, "model_load_instructions"),
         tile_overhead_s=_parameter(profile, "model_tile_overhead") / clock,
+        zero_fill_copy_s=_parameter(profile, "model_zero_fill_cycles") / clock,
         flatten_hiding=_parameter(profile, "model_flatten_hiding"),
         latency_hiding=_parameter(profile, "model_latency_hiding"),
         tma_latency_hiding=_parameter(profile, "model_tma_latency_hiding"),

@@ -159,12 +159,13 @@ class ConfigTable:
         self.launch_fixed = hw.launch_kernel_s + np.where(self.is_tma, hw.tma_launch_extra_s, 0.0)
         self.it_extra = np.where(self.is_tma, hw.tma_iteration_overhead_s, 0.0)  # beyond iteration_overhead_s
         # a cp.async pipeline's prologue issues stages - 1 prefetches whether or not the K loop has that many steps:
-        # the pipeliner folds the loop condition into the copy's mask, and a masked cp.async zero-fills its whole
-        # stage through the SM's copy path at one SM's bandwidth, with no iteration to overlap (a loop's own masked
-        # prefetches overlap its matrix work).  TMA copies are skipped by predicate instead.  A plain loop pays it
-        # per work item, a flattened one once per program (core.cost)
+        # the pipeliner folds the loop condition into the copy's mask, and a masked cp.async zero-fills its part of
+        # the stage, with no iteration to overlap (a loop's own masked prefetches overlap its matrix work): each
+        # warp-wide copy takes model_zero_fill_cycles whatever its width, so a stage costs its copies (core.zero_fill:
+        # this per row of an operand, over the operand's copy width).  TMA copies are skipped by predicate instead.
+        # A plain loop pays it per work item, a flattened one once per program (core.cost)
         self.prefetch = self.stages - 1.0
-        self.stage_fill = np.where(self.is_tma, 0.0, self.panel * self.bk * hw.element_bytes / hw.sm_bandwidth)
+        self.stage_fill = np.where(self.is_tma, 0.0, self.bk * hw.element_bytes * hw.zero_fill_copy_s / hw.warp_size)
         self.is_flat = np.array([1.0 if c.flatten else 0.0 for c in configs])
         self.pprog = self.sm * self.launched  # grid of persistent variants (Stream-K: before the K cap)
         self.slots = self.sm * self.fit

@@ -249,18 +249,17 @@ def test_reductions_follow_the_kernels() -> None:
 
 
 def test_short_loops_pay_their_zero_filled_prologue() -> None:
-    """A cp.async pipeline's prologue zero-fills its stages - 1 prefetches past a short loop's last K-step, one
-    stage at one SM's bandwidth each at 16-byte copies, narrower ones taking as many more copies (H100, one 128x128
-    tile at K = 128: BLOCK_K 128 measured ~1.07 us slower than BLOCK_K 64 at 3 stages, 4 stages ~0.56 us slower
-    than 3); TMA copies and scalar builds have none."""
-    sat = 55.0
-    profile = _with(H100, hbm_saturation_sms=sat)
-    per_sm = H100.value("hbm_read_bandwidth") / sat
+    """A cp.async pipeline's prologue issues its stages - 1 prefetches even past a short loop's last K-step; the masked
+    ones zero-fill their part of the stage, each warp-wide copy at ``model_zero_fill_cycles`` whatever its width, so
+    rows read as 4- or 8-byte vectors take 4x / 2x the copies of 16-byte ones (H100, one K-step at 2-4 stages: a
+    128x128x64 stage of 4-byte copies 0.67 us, of 16-byte ones 0.02-0.19; experiments README, "Zero-filled stages");
+    TMA copies and scalar builds have none."""
+    copy = hardware(H100, "bf16").zero_fill_copy_s
 
     def zero_fill(key: str, m: int, n: int, k: int) -> float:
-        return float(predict(Problem(m, n, k), _config(key), profile).breakdown["zero_fill"])
+        return float(predict(Problem(m, n, k), _config(key), H100).breakdown["zero_fill"])
 
-    stage = (64 + 64) * 64 * 2 / per_sm  # bytes of one 64x64x64 bf16 stage at one SM's bandwidth
+    stage = (64 + 64) * 64 * 2 / 16 / 32 * copy  # the warp-wide 16-byte copies of one 64x64x64 bf16 stage
     plain = "persistent/64x64x64/g8/w4/s4/k1"
     assert zero_fill(plain, 128, 128, 64) == pytest.approx(2 * stage)  # 1 K-step of a 4-stage pipeline
     assert zero_fill(plain, 128, 128, 128) == pytest.approx(stage)
@@ -268,18 +267,15 @@ def test_short_loops_pay_their_zero_filled_prologue() -> None:
     assert zero_fill("persistent/128x128x128/g8/w8/s3/k1/f", 128, 128, 128) == pytest.approx(4 * stage)
     assert zero_fill("tma/64x64x128/g8/w4/s4/k1/f", 128, 128, 128) == 0.0
     assert zero_fill(plain, 128, 128, 63) == 0.0  # misaligned A rows, not copied at this size: scalar loads
-    # a masked cp.async zero-fills only its own width: rows read as 4- or 8-byte vectors take 4x / 2x the copies
-    # (B's 130-element rows: 4-byte vectors, A's 16-byte; both operands 4-byte vectors at K = 66)
+    # (B's 130-element rows: 4-byte vectors, A's 16-byte; 132: 8-byte; both operands 4-byte vectors at K = 66)
     assert zero_fill(plain, 128, 130, 64) == pytest.approx(2 * stage * (64 * 1 + 64 * 4) / 128)
     assert zero_fill(plain, 128, 132, 64) == pytest.approx(2 * stage * (64 * 1 + 64 * 2) / 128)
     assert zero_fill(plain, 130, 130, 66) == pytest.approx(stage * 4)  # 2 K-steps, 1 stage past them, all at 4 B
-    # the measured order at one tile, K = 128: BLOCK_K 64 at 3 stages < 4 stages < BLOCK_K 128 at 3 stages
-    times = [predict(Problem(128, 128, 128), _config(key), profile).time_s for key in (
-        "persistent/128x128x64/g8/w8/s3/k1/f", "persistent/128x128x64/g8/w8/s4/k1/f",
-        "persistent/128x128x128/g8/w8/s3/k1/f")]  # fmt: skip
-    assert times == sorted(times) and times[2] - times[0] > 0.5e-6
-    # without a per-SM figure in the profile (datasheet) there is no term
-    assert float(predict(Problem(128, 128, 64), _config(plain), H100).breakdown["zero_fill"]) == 0.0
+    # one 128x128 tile, one K-step, both operands 4-byte vectors: each stage past it is 256 warp-wide copies
+    for stages in (3, 4):
+        key = f"persistent/128x128x64/g8/w8/s{stages}/k1/f"
+        assert zero_fill(key, 64, 66, 62) == pytest.approx((stages - 2) * 256 * copy)
+        assert zero_fill(key, 64, 64, 64) == pytest.approx((stages - 2) * 64 * copy)  # 16-byte copies
 
 
 def _one_sm(profile: Profile, rate: float) -> Profile:

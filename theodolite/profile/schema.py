@@ -166,6 +166,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_flatten_hiding": MetricSpec(
             "1", "model fit: share of a work item's fixed cost a flattened tile loop hides", False, 0, 1
         ),
+        "model_zero_fill_cycles": MetricSpec(
+            "cycle", "model fit: cycles a warp-wide masked cp.async (zero-filled prologue copy) takes", False, 0, 1e4
+        ),
     }
 )
 
