@@ -109,10 +109,10 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "(GemmConfig.flatten) hides behind the previous item: its next loads are issued before its epilogue",
     ),
     "model_zero_fill_cycles": (
-        3.7,
+        0.0,
         "cycles a warp-wide masked cp.async (a zero-filled prologue copy of a loop shorter than its pipeline) "
         "occupies an SM, whatever its width, so narrow copies fill a stage slower (measured per GPU by "
-        "reports/results/experiments/zero_fill.py: H100 3.68, H200 3.74)",
+        "reports/results/experiments/zero_fill.py: H100 3.68, H200 3.74; 0, no term, where not measured)",
     ),
     "model_tile_overhead": (
         15.0,

@@ -254,10 +254,14 @@ def test_short_loops_pay_their_zero_filled_prologue() -> None:
     rows read as 4- or 8-byte vectors take 4x / 2x the copies of 16-byte ones (H100, one K-step at 2-4 stages: a
     128x128x64 stage of 4-byte copies 0.67 us, of 16-byte ones 0.02-0.19; experiments README, "Zero-filled stages");
     TMA copies and scalar builds have none."""
-    copy = hardware(H100, "bf16").zero_fill_copy_s
+    metrics = dict(H100.metrics)
+    metrics["model_zero_fill_cycles"] = Measurement(name="model_zero_fill_cycles", value=3.7, unit="cycle", method="test")
+    profile = dataclasses.replace(H100, metrics=metrics, origin=f"{H100.origin}+zero_fill")
+    copy = hardware(profile, "bf16").zero_fill_copy_s
+    assert copy == pytest.approx(3.7 / H100.value("clock_sustained_matrix_hz"))
 
     def zero_fill(key: str, m: int, n: int, k: int) -> float:
-        return float(predict(Problem(m, n, k), _config(key), H100).breakdown["zero_fill"])
+        return float(predict(Problem(m, n, k), _config(key), profile).breakdown["zero_fill"])
 
     stage = (64 + 64) * 64 * 2 / 16 / 32 * copy  # the warp-wide 16-byte copies of one 64x64x64 bf16 stage
     plain = "persistent/64x64x64/g8/w4/s4/k1"
@@ -276,6 +280,8 @@ def test_short_loops_pay_their_zero_filled_prologue() -> None:
         key = f"persistent/128x128x64/g8/w8/s{stages}/k1/f"
         assert zero_fill(key, 64, 66, 62) == pytest.approx((stages - 2) * 256 * copy)
         assert zero_fill(key, 64, 64, 64) == pytest.approx((stages - 2) * 64 * copy)  # 16-byte copies
+    # a profile that did not measure it (the datasheet) has no term
+    assert float(predict(Problem(128, 128, 64), _config(plain), H100).breakdown["zero_fill"]) == 0.0
 
 
 def _one_sm(profile: Profile, rate: float) -> Profile:
