@@ -255,7 +255,8 @@ def test_short_loops_pay_their_zero_filled_prologue() -> None:
     128x128x64 stage of 4-byte copies 0.67 us, of 16-byte ones 0.02-0.19; experiments README, "Zero-filled stages");
     TMA copies and scalar builds have none."""
     metrics = dict(H100.metrics)
-    metrics["model_zero_fill_cycles"] = Measurement(name="model_zero_fill_cycles", value=3.7, unit="cycle", method="test")
+    name = "model_zero_fill_cycles"
+    metrics[name] = Measurement(name=name, value=3.7, unit="cycle", method="test")
     profile = dataclasses.replace(H100, metrics=metrics, origin=f"{H100.origin}+zero_fill")
     copy = hardware(profile, "bf16").zero_fill_copy_s
     assert copy == pytest.approx(3.7 / H100.value("clock_sustained_matrix_hz"))
