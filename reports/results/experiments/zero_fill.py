@@ -4,8 +4,9 @@ A loop shorter than its pipeline still issues ``stages - 1`` prefetches; the one
 zero-fill their stage.  One K-step (K <= 64, BLOCK_K 64) with 2, 3 and 4 stages has 0, 1 and 2 such stages, so the
 time over the stage count is their price.  Operand widths come from the row strides: N = 64 / 68 / 66 gives B rows of
 16-, 8- and 4-byte vectors, K = 64 / 60 / 62 the same for A.  One tile (one program) and 132 tiles (one per SM), graph
-replays over rotated inputs as ``theodolite validate`` times small shapes.  Run on a GPU from the repository root
-(writes ``$OUT/zero-fill-<gpu>.json``)::
+replays over rotated inputs as ``theodolite validate`` times small shapes.  ``--mixed``: one operand element-wise (rows
+of 2-byte elements, misaligned), the other 16-byte vectors, and 16x64x128 tiles too (writes
+``zero-fill-mixed-<gpu>.json``).  Run on a GPU from the repository root (writes ``$OUT/zero-fill-<gpu>.json``)::
 
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/zero_fill.py
 
@@ -25,9 +26,13 @@ import numpy as np
 
 WIDTHS = {"16": (64, 64), "8": (68, 60), "4": (66, 62)}  # copy width -> (N giving B that width, K giving A that width)
 TILES = (("64x64x64", 4), ("128x128x64", 8))
+MIXED_TILES = TILES + (("16x64x128", 4),)
 
 
 def shapes() -> list[tuple[str, int, int, int]]:
+    if "--mixed" in sys.argv:  # one operand element-wise (2-byte rows), the other 16-byte: "scalar-a" / "scalar-b" builds
+        return [(label, 64 * tm, 64 * (tn - 1) + n, k) for tm, tn in ((1, 1), (12, 11))
+                for label, n, k in (("A2B16", 64, 63), ("A16B2", 63, 64))]  # fmt: skip
     out = []
     for tiles_m, tiles_n in ((1, 1), (12, 11)):
         for a_width, (_, k) in WIDTHS.items():
@@ -75,7 +80,8 @@ def main() -> None:
     rows = []
     for label, m, n, k in shapes():
         sets, calls, ref = rotated_inputs(m, n, k, timer, device)
-        for tile, warps in TILES:
+        tiles = MIXED_TILES if "--mixed" in sys.argv else TILES
+        for tile, warps in tiles:
             for stages in (2, 3, 4):
                 key = f"persistent/{tile}/g8/w{warps}/s{stages}/k1"
                 runs = checked_runs(sets, key, ref, {})
@@ -85,12 +91,13 @@ def main() -> None:
         times = dict(zip(keys, timer.interleaved([calls[c] for c in keys], keep=range(len(keys))), strict=True))
         for key, ms in times.items():
             rows.append({"widths": label, "M": m, "N": n, "K": k, "config": key, "us": ms * 1e3})
-        for tile, warps in TILES:
+        for tile, warps in tiles:
             us = [times.get(f"persistent/{tile}/g8/w{warps}/s{s}/k1", np.nan) * 1e3 for s in (2, 3, 4)]
             print(f"{label} {m}x{n}x{k} {tile}: s2 {us[0]:.2f} s3 {us[1]:.2f} s4 {us[2]:.2f} us "
                   f"(per zero-filled stage {(us[2] - us[0]) / 2:+.2f})", flush=True)  # fmt: skip
-    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/zero_fill.py"
-    print("wrote", write_rows(f"zero-fill-{gpu}", command, rows), file=sys.stderr)
+    mixed = "--mixed" in sys.argv
+    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/zero_fill.py" + (" --mixed" if mixed else "")
+    print("wrote", write_rows(f"zero-fill{'-mixed' if mixed else ''}-{gpu}", command, rows), file=sys.stderr)
 
 
 if __name__ == "__main__":
