@@ -249,10 +249,10 @@ def per_program(c: Any, a_vec: float, b_vec: float, ops: Any = NumpyOps) -> Any:
 def zero_fill(c: Any, a_vec: float, b_vec: float) -> Any:
     """Seconds one zero-filled prologue stage costs (a loop shorter than its pipeline): its warp-wide masked copies,
     each operand's rows x BLOCK_K bytes over that operand's copy width (``a_vec``/``b_vec`` bytes), at
-    ``model_zero_fill_cycles`` each (``stage_fill`` is that price per row and byte of width).  Measured with one K-step
+    ``model_zero_fill_cycles`` each (``fill_per_row``: that price per row and byte of width).  Measured with one K-step
     at 2-4 stages (reports/results/experiments, "Zero-filled stages"): a stage of 4-byte copies costs ~4x one of
     16-byte copies (H100 128x128x64: 0.67 us against 0.02-0.19)."""
-    return c.stage_fill * (c.bm / a_vec + c.bn / b_vec)
+    return c.fill_per_row * (c.bm / a_vec + c.bn / b_vec)
 
 
 def synchronous(a_vec: float, b_vec: float) -> bool:

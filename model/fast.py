@@ -73,8 +73,10 @@ class AlignmentClass:
         self.view = view = table.for_loads(loads)  # the residency of the binaries this class runs
         per_program = core.per_program(table, a_vec, b_vec)
         self.per_program = per_program
-        columns = {name: per_program if name == "per_program" else getattr(view, name) for name in core.SCALAR_FIELDS}
-        columns["stage_fill"] = core.zero_fill(table, a_vec, b_vec)  # at this class's copy widths (as core.cost)
+        own = ("per_program", "stage_fill")  # this class's: its load widths
+        columns = {name: getattr(view, name) for name in core.SCALAR_FIELDS if name not in own}
+        columns["per_program"] = per_program
+        columns["stage_fill"] = core.zero_fill(table, a_vec, b_vec)  # one stage at this class's widths (core.cost)
         if core.synchronous(a_vec, b_vec):  # latency not hidden, no prefetches (as core.cost)
             columns["lat_div"] = 1.0 / core.scalar_batches(table, a_vec, b_vec, table.hw)
             columns["stage_fill"] = np.zeros(len(table.configs))

@@ -162,10 +162,11 @@ class ConfigTable:
         # the pipeliner folds the loop condition into the copy's mask, and a masked cp.async zero-fills its part of
         # the stage, with no iteration to overlap (a loop's own masked prefetches overlap its matrix work): each
         # warp-wide copy takes model_zero_fill_cycles whatever its width, so a stage costs its copies (core.zero_fill:
-        # this per row of an operand, over the operand's copy width).  TMA copies are skipped by predicate instead.
-        # A plain loop pays it per work item, a flattened one once per program (core.cost)
+        # fill_per_row per row of an operand, over the operand's copy width in bytes).  TMA copies are skipped by
+        # predicate instead.  A plain loop pays it per work item, a flattened one once per program (core.cost)
         self.prefetch = self.stages - 1.0
-        self.stage_fill = np.where(self.is_tma, 0.0, self.bk * hw.element_bytes * hw.zero_fill_copy_s / hw.warp_size)
+        copy_s = hw.zero_fill_copy_s / hw.warp_size  # one lane's share of a warp-wide masked copy
+        self.fill_per_row = np.where(self.is_tma, 0.0, self.bk * hw.element_bytes * copy_s)
         self.is_flat = np.array([1.0 if c.flatten else 0.0 for c in configs])
         self.pprog = self.sm * self.launched  # grid of persistent variants (Stream-K: before the K cap)
         self.slots = self.sm * self.fit

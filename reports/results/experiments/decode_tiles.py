@@ -14,10 +14,8 @@ configs outside the space with more bytes in flight per SM (more stages, 256-dee
 import sys
 
 import torch
-from harness import checked_runs, gpu_name, in_workers, write_rows
-from theodolite.kernels.benchmark import Timer, _shape_inputs, make_inputs
-from theodolite.kernels.config import ConfigError, GemmConfig
-from theodolite.kernels.launch import plan_gemm
+from harness import checked_runs, fastest, gpu_name, in_workers, time_all, warm, write_rows
+from theodolite.kernels.benchmark import Timer, _shape_inputs
 
 EXTRA = [
     "persistent/16x64x128/g8/w4/s6/k1",
@@ -42,29 +40,14 @@ def shapes(gpu: str) -> list[tuple[str, int, int, int, list[str]]]:
     out = []
     for s in load_results(f"reports/results/validate-llm-{gpu}.json").shapes:
         if s.M <= 128:
-            timed = sorted((t, k) for k, t in s.configs.items() if t)
-            out.append((s.name, s.M, s.N, s.K, [k for _, k in timed[:3]]))
+            out.append((s.name, s.M, s.N, s.K, fastest(s.configs, 3)))
     return out
-
-
-def warm(tasks: list[tuple[int, int, int, str]]) -> int:
-    device = torch.device("cuda")
-    done = 0
-    for m, n, k, key in tasks:
-        a, b = make_inputs(m, n, k, "bf16", "nn", device)
-        try:
-            plan_gemm(a, b, GemmConfig.from_key(key)).run()
-            done += 1
-        except ConfigError:
-            pass
-    torch.cuda.synchronize()
-    return done
 
 
 def main() -> None:
     gpu = gpu_name()
     todo = shapes(gpu)
-    tasks = sorted({(m, min(n, 1024), min(k, 1024), key) for _, m, n, k, best in todo for key in best + EXTRA})
+    tasks = sorted({(m, min(n, 1024), min(k, 1024), key, False) for _, m, n, k, best in todo for key in best + EXTRA})
     print("warmed", sum(in_workers(warm, tasks)), "of", len(tasks), flush=True)
     timer = Timer()
     rows = []
@@ -78,12 +61,10 @@ def main() -> None:
             runs = checked_runs(sets, key, inputs.ref.float(), {})
             if runs is not None:
                 calls[key] = runs
-        keys = list(calls)
         if inputs.rotation:
-            measured = timer.interleaved([calls[c] for c in keys], keep=range(len(keys)))
+            times = time_all(timer, calls)
         else:
-            measured = timer.flushed_interleaved([calls[c][0] for c in keys])
-        times = dict(zip(keys, measured, strict=True))
+            times = dict(zip(calls, timer.flushed_interleaved([c[0] for c in calls.values()]), strict=True))
         for c, t in times.items():
             rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
         old = min(times[c] for c in best if c in times)

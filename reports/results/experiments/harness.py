@@ -1,6 +1,7 @@
-"""What the device experiments share (``pitch_copy.py``, ``small_copy.py``, ``sync_prefetch.py``): the GPU's short
-name, compiling in worker processes, the copy rule's thresholds changed for a block, an input set rotated through L2
-with torch.matmul's calls and a reference, checked launches, and the results file."""
+"""What the device experiments share (``pitch_copy.py``, ``small_copy.py``, ``sync_prefetch.py``, ``short_k.py``,
+``decode_tiles.py``, ``zero_fill.py``): the GPU's short name, compiling in worker processes, the copy rule's thresholds
+changed for a block, a sweep's fastest configs, an input set rotated through L2 with torch.matmul's calls and a
+reference, checked launches, side-by-side timing, and the results file."""
 
 import contextlib
 import json
@@ -32,6 +33,38 @@ def in_workers(work: Callable[[list[T]], R], tasks: Sequence[T], workers: int = 
     shares = [list(tasks[i::workers]) for i in range(workers)]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(work, shares))
+
+
+# the copy rule's thresholds that copy every misaligned operand (``rule(COPY_ALL)``)
+COPY_ALL = {"ALIGN_COPY_MIN_FLOPS": 0.0, "ALIGN_COPY_MIN_REUSE": 1}
+
+
+def warm(tasks: list[tuple[int, int, int, str, bool]]) -> int:
+    """Compile (run once) each (M, N, K, config, copy every misaligned operand) in this process; the binaries land in
+    the Triton cache (``in_workers(warm, tasks)``).  Configs that cannot run the problem are skipped."""
+    device = torch.device("cuda")
+    done = 0
+    for m, n, k, key, copy_all in tasks:
+        a, b = make_inputs(m, n, k, "bf16", "nn", device)
+        try:
+            with rule(COPY_ALL if copy_all else {}):
+                plan_gemm(a, b, GemmConfig.from_key(key)).run()
+            done += 1
+        except ConfigError:
+            pass
+    torch.cuda.synchronize()
+    return done
+
+
+def fastest(configs: dict[str, float | None], count: int) -> list[str]:
+    """The ``count`` fastest timed configs of a sweep's shape (``ShapeResult.configs``), fastest first."""
+    return [key for _, key in sorted((ms, key) for key, ms in configs.items() if ms)[:count]]
+
+
+def time_all(timer: Timer, calls: dict[str, list[Callable[[], Any]]]) -> dict[str, float]:
+    """Median ms per call of every candidate, side by side (``Timer.interleaved``, none cut early)."""
+    keys = list(calls)
+    return dict(zip(keys, timer.interleaved([calls[c] for c in keys], keep=range(len(keys))), strict=True))
 
 
 @contextlib.contextmanager

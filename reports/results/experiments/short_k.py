@@ -23,10 +23,8 @@ import os
 import sys
 
 import torch
-from harness import checked_runs, gpu_name, in_workers, rotated_inputs, write_rows
-from theodolite.kernels.benchmark import Timer, make_inputs
-from theodolite.kernels.config import ConfigError, GemmConfig
-from theodolite.kernels.launch import plan_gemm
+from harness import checked_runs, fastest, gpu_name, in_workers, rotated_inputs, time_all, warm, write_rows
+from theodolite.kernels.benchmark import Timer
 
 # (block_m, block_n, warps, stages) of the candidates, each with BLOCK_K 32 and 16
 TILES = ((128, 128, 8, 2), (128, 256, 8, 2), (256, 128, 8, 2), (64, 256, 8, 2), (64, 128, 4, 2), (128, 64, 4, 2),
@@ -41,36 +39,22 @@ def shapes(gpu: str) -> list[tuple[str, int, int, int, list[str]]]:
     out = []
     for s in load_results(f"reports/results/validate-random-dev-{gpu}.json").shapes:
         if s.K < 100:
-            timed = sorted((t, k) for k, t in s.configs.items() if t)
-            out.append((s.name, s.M, s.N, s.K, [k for _, k in timed[:4]]))
+            out.append((s.name, s.M, s.N, s.K, fastest(s.configs, 4)))
     return out
 
 
-def warm(tasks: list[tuple[int, int, int, str]]) -> int:
-    """Compile (run once) each (M, N, K, config) in this process; the binaries land in the Triton cache."""
-    device = torch.device("cuda")
-    done = 0
-    for m, n, k, key in tasks:
-        a, b = make_inputs(m, n, k, "bf16", "nn", device)
-        try:
-            plan_gemm(a, b, GemmConfig.from_key(key)).run()
-            done += 1
-        except ConfigError:
-            pass
-    torch.cuda.synchronize()
-    return done
-
-
 KEPT = [f"persistent/{tile}/g8/w{w}/s2/k1" for tile, w in (("16x64x32", 4), ("16x64x16", 4), ("64x64x32", 4),
-                                                           ("64x64x16", 4), ("128x64x16", 4), ("256x128x16", 8))]
+                                                           ("64x64x16", 4), ("128x64x16", 4), ("256x128x16", 8))]  # fmt: skip
 
 
 def llm_shapes(gpu: str) -> list[tuple[str, int, int, int, list[str]]]:
     """(name, M, N, K, the sweep's fastest config) of every llm shape."""
     from theodolite.results import load_results
 
-    return [(s.name, s.M, s.N, s.K, [min((t, k) for k, t in s.configs.items() if t)[1]])
-            for s in load_results(f"reports/results/validate-llm-{gpu}.json").shapes]  # fmt: skip
+    return [
+        (s.name, s.M, s.N, s.K, fastest(s.configs, 1))
+        for s in load_results(f"reports/results/validate-llm-{gpu}.json").shapes
+    ]
 
 
 def merge(times_path: str, results_path: str) -> None:
@@ -109,7 +93,8 @@ def main() -> None:
     extra = KEPT if llm else EXTRA
     # llm shapes are aligned: a binary compiled on a smaller aligned shape serves them (14 workers at full size OOM)
     cap = 512 if llm else 1 << 30
-    tasks = sorted({(min(m, cap), min(n, cap), min(k, cap), key) for _, m, n, k, best in todo for key in best + extra})
+    tasks = sorted({(min(m, cap), min(n, cap), min(k, cap), key, False) for _, m, n, k, best in todo
+                    for key in best + extra})  # fmt: skip
     print("warmed", sum(in_workers(warm, tasks)), "of", len(tasks), flush=True)
     timer = Timer()
     rows = []
@@ -119,8 +104,7 @@ def main() -> None:
             runs = checked_runs(sets, key, ref, {})
             if runs is not None:
                 calls[key] = runs
-        keys = list(calls)
-        times = dict(zip(keys, timer.interleaved([calls[c] for c in keys], keep=range(len(keys))), strict=True))
+        times = time_all(timer, calls)
         for c, t in times.items():
             rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
         old = min(times[c] for c in best if c in times)

@@ -15,12 +15,11 @@ import math
 import sys
 
 import torch
-from harness import checked_runs, gpu_name, in_workers, rotated_inputs, rule, write_rows
-from theodolite.kernels.benchmark import Timer, make_inputs
-from theodolite.kernels.config import ConfigError, GemmConfig, Problem, needs_aligned_copy
-from theodolite.kernels.launch import plan_gemm, problem_of
-
-ON = {"ALIGN_COPY_MIN_FLOPS": 0.0, "ALIGN_COPY_MIN_REUSE": 1}
+from harness import COPY_ALL as ON
+from harness import checked_runs, fastest, gpu_name, in_workers, rotated_inputs, rule, time_all, warm, write_rows
+from theodolite.kernels.benchmark import Timer
+from theodolite.kernels.config import Problem, needs_aligned_copy
+from theodolite.kernels.launch import problem_of
 
 
 def candidates(gpu: str) -> list[tuple[str, int, int, int, list[str], list[str]]]:
@@ -37,27 +36,10 @@ def candidates(gpu: str) -> list[tuple[str, int, int, int, list[str], list[str]]
         copy_a, copy_b = needs_aligned_copy(problem)
         if not ((not problem.a_aligned and not copy_a) or (not problem.b_aligned and not copy_b)):
             continue
-        timed = sorted((t, k) for k, t in s.configs.items() if t)
         with rule(ON):
             picks = [p.config.key for p in rank(problem, profile)[:6]]
-        out.append((s.name, s.M, s.N, s.K, [k for _, k in timed[:5]], picks))
+        out.append((s.name, s.M, s.N, s.K, fastest(s.configs, 5), picks))
     return out
-
-
-def warm(tasks: list[tuple[int, int, int, str, bool]]) -> int:
-    """Compile (run once) each (M, N, K, config, copied) in this process; the binaries land in the Triton cache."""
-    device = torch.device("cuda")
-    done = 0
-    for m, n, k, key, copied in tasks:
-        a, b = make_inputs(m, n, k, "bf16", "nn", device)
-        try:
-            with rule(ON if copied else {}):
-                plan_gemm(a, b, GemmConfig.from_key(key)).run()
-            done += 1
-        except ConfigError:
-            pass
-    torch.cuda.synchronize()
-    return done
 
 
 def main() -> None:
@@ -78,8 +60,7 @@ def main() -> None:
                 runs = checked_runs(sets, key, ref, settings)
                 if runs is not None:
                     calls[f"{label} {key}"] = runs
-        keys = list(calls)
-        times = dict(zip(keys, timer.interleaved([calls[c] for c in keys], keep=range(len(keys))), strict=True))
+        times = time_all(timer, calls)
         for c, t in times.items():
             rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "copies_on": on_copies})
         best_off = min((t for c, t in times.items() if c.startswith("off ")), default=math.inf)

@@ -30,7 +30,8 @@ MIXED_TILES = TILES + (("16x64x128", 4),)
 
 
 def shapes() -> list[tuple[str, int, int, int]]:
-    if "--mixed" in sys.argv:  # one operand element-wise (2-byte rows), the other 16-byte: "scalar-a" / "scalar-b" builds
+    # --mixed: one operand element-wise (2-byte rows), the other 16-byte: "scalar-a" / "scalar-b" builds
+    if "--mixed" in sys.argv:
         return [(label, 64 * tm, 64 * (tn - 1) + n, k) for tm, tn in ((1, 1), (12, 11))
                 for label, n, k in (("A2B16", 64, 63), ("A16B2", 63, 64))]  # fmt: skip
     out = []
@@ -71,7 +72,7 @@ def main() -> None:
         fit(sys.argv[2], sys.argv[3])
         return
     import torch
-    from harness import checked_runs, gpu_name, rotated_inputs, write_rows
+    from harness import checked_runs, gpu_name, rotated_inputs, time_all, write_rows
     from theodolite.kernels.benchmark import Timer
 
     device = torch.device("cuda")
@@ -87,8 +88,7 @@ def main() -> None:
                 runs = checked_runs(sets, key, ref, {})
                 if runs is not None:
                     calls[key] = runs
-        keys = list(calls)
-        times = dict(zip(keys, timer.interleaved([calls[c] for c in keys], keep=range(len(keys))), strict=True))
+        times = time_all(timer, calls)
         for key, ms in times.items():
             rows.append({"widths": label, "M": m, "N": n, "K": k, "config": key, "us": ms * 1e3})
         for tile, warps in tiles:
@@ -96,7 +96,7 @@ def main() -> None:
             print(f"{label} {m}x{n}x{k} {tile}: s2 {us[0]:.2f} s3 {us[1]:.2f} s4 {us[2]:.2f} us "
                   f"(per zero-filled stage {(us[2] - us[0]) / 2:+.2f})", flush=True)  # fmt: skip
     mixed = "--mixed" in sys.argv
-    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/zero_fill.py" + (" --mixed" if mixed else "")
+    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/zero_fill.py" + " --mixed" * mixed
     print("wrote", write_rows(f"zero-fill{'-mixed' if mixed else ''}-{gpu}", command, rows), file=sys.stderr)
 
 
