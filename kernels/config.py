@@ -300,9 +300,12 @@ _STREAMK = (
 # (block_m, block_n, block_k at 2 bytes, warps, stages, split_k).  Deep splits compile without spills since the
 # reduction loops over the slices; the splits here are those that were ever the fastest config of a shape in the
 # bf16 sweeps of both suites on the H100 and H200 (592 shape sweeps, 2026-11-23, eighth session: 64x64 k16, 64x128
-# k4 and k8, 128x128 k4 and k8, 128x256 k2-k8 never were, and the model ranked the large-tile ones too fast)
+# k4 and k8, 128x128 k4 and k8, 128x256 k2-k8 never were, and the model ranked the large-tile ones too fast).
+# 16x64x128 k32 and k64: a handful of output tiles over a long K, read element-wise (one latency per K-step), runs
+# faster the more slices share its K-steps (H100 dev039 19x127x14455: k16 26.4 us, k32 16.5, k64 15.3, torch.matmul
+# 14.8; split-K tiles 128 rows tall never won: reports/results/experiments, "Deep split-K")
 _SPLITK = (
-    tuple((16, 64, 128, 4, 4, split) for split in (2, 4, 8, 16))
+    tuple((16, 64, 128, 4, 4, split) for split in (2, 4, 8, 16, 32, 64))
     + tuple((32, 128, 64, 4, 4, split) for split in (2, 4, 8, 16))
     + tuple((64, 64, 128, 4, 4, split) for split in (2, 4, 8))
     + tuple((64, 128, 64, 4, 4, split) for split in (2, 16))

@@ -232,15 +232,21 @@ def test_streamk_split_tails(m: int, n: int, kk: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "key",
-    ["splitk/128x256x64/g8/w8/s3/k8", "splitk/64x128x64/g8/w4/s4/k16", "splitk/128x128x64/g8/w8/s3/k4"],
+    ("key", "m", "n", "kk"),
+    [
+        ("splitk/128x256x64/g8/w8/s3/k8", 200, 1000, 4100),
+        ("splitk/64x128x64/g8/w4/s4/k16", 200, 1000, 4100),
+        ("splitk/128x128x64/g8/w8/s3/k4", 200, 1000, 4100),
+        # the space's deepest splits, on a few tiles over a long, odd K (element-wise loads; slices past K are empty)
+        ("splitk/16x64x128/g8/w4/s4/k32", 19, 127, 14455),
+        ("splitk/16x64x128/g8/w4/s4/k64", 19, 127, 14455),
+    ],
 )
-def test_deep_splitk_with_epilogue(key: str) -> None:
-    """Deep splits of large tiles (their reduction loops over the slices, not unrolled): right with beta*C and
-    bias on a ragged shape, and bit-identical across runs whichever slice arrives last."""
+def test_deep_splitk_with_epilogue(key: str, m: int, n: int, kk: int) -> None:
+    """Deep splits (their reduction loops over the slices, not unrolled): right with beta*C and bias on a ragged
+    shape, and bit-identical across runs whichever slice arrives last."""
     k = _kernels()
     config = k.GemmConfig.from_key(key)
-    m, n, kk = 200, 1000, 4100
     a = operand(m, kk, False, torch.bfloat16)
     b = operand(kk, n, False, torch.bfloat16)
     c = operand(m, n, False, torch.bfloat16)

@@ -205,3 +205,23 @@ def test_an_element_wise_k_step_is_issue_then_wait() -> None:
     overhead = table.hw.iteration_overhead_s + float(view.it_extra[i])
     assert issue > 0 and wait > 0
     assert float(terms["iter_total"][i]) == pytest.approx(issue + wait + overhead)
+
+
+@pytest.mark.parametrize("profile_file", ["nvidia-h100-80gb-hbm3.h5", "nvidia-h200.h5"])
+def test_few_tiles_over_a_long_element_wise_k_split_deep(profile_file: str) -> None:
+    """random-dev's dev039 (19x127x14455: four 16x64 tiles, both operands read element-wise, one latency per
+    K-step): the space's deep splits are picked over 16 slices, as measured on both GPUs (H100 16x64x128 k16
+    26.4 us, k32 16.5, k64 15.3; H200 27.4 / 17.0 / 15.7: experiments README "Deep split-K")."""
+    from theodolite.api import select_problem
+    from theodolite.kernels.config import operand_loads
+
+    reset_parameters()
+    clear_tables()
+    profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / profile_file)
+    problem = Problem(19, 127, 14455)
+    assert operand_loads(problem) == "scalar"
+    pick = select_problem(problem, profile).config
+    assert (pick.variant, pick.block_m, pick.block_n, pick.block_k) == ("splitk", 16, 64, 128)
+    assert pick.split_k >= 32
+    k16 = predict(problem, GemmConfig("splitk", 16, 64, 128, 8, 4, 4, split_k=16), profile).time_s
+    assert predict(problem, pick, profile).time_s < k16

@@ -1,0 +1,117 @@
+"""Deep split-K: do 32 or 64 K-slices help the shapes with few output tiles and a long K?
+
+The split-K space stops at 16 slices.  Where the output has a handful of 16x64 tiles and K is long, the sweeps' best is
+the deepest split and still scaling (H100 random-dev 16x64x128: dev039 19x127x14455 k8 45.5 us -> k16 26.7, torch.matmul
+15.6; dev146 22x145x4866 17.1 -> 12.4; dev189 30x84x3701 13.5 -> 9.0): with element-wise (synchronous) loads a program
+waits one memory latency per K-step, so its time follows its K-steps, and more slices put more of them in flight at
+once.  Beside them, split-K tiles 128 rows tall (outside the space too): on the llm shapes with M = 128 the sweeps' best
+loses 6-14% to torch.matmul (128x4096x4096 0.864x, 128x8192x3584 0.868x, 128x7168x8192 0.889x, H100), and a tile that
+spans all of M reads each column panel of B once instead of twice.  For every shape of both suites on which a candidate is legal (split_k x BLOCK_K <= K, at most two waves of output
+tiles), this times, side by side with torch.matmul as ``theodolite validate`` does (graph replays over rotated inputs
+when they fit in L2, L2-flushed runs otherwise), the committed sweep's three fastest configs and the candidates.  Run on
+a GPU from the repository root (writes ``$OUT/deep-splitk-<gpu>.json``)::
+
+    PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/deep_splitk.py
+
+On any machine, ``--merge TIMES RESULTS`` adds the kept candidates' times (ms, as measured there) to the shapes of
+a committed results file that lack them, so that it again holds every config of the space::
+
+    python3 reports/results/experiments/deep_splitk.py --merge deep-splitk-h100.json \\
+        reports/results/validate-random-dev-h100.json
+"""
+
+import math
+import os
+import sys
+
+# (block_m, block_n, block_k, warps, stages, split_k) of the candidates (outside the space when this was written):
+# deep splits of the space's small split-K tiles, then split-K tiles that span M = 128
+CANDIDATES = ((16, 64, 128, 4, 4, 32), (16, 64, 128, 4, 4, 64), (32, 128, 64, 4, 4, 32), (32, 128, 64, 4, 4, 64),
+              (128, 64, 64, 4, 4, 2), (128, 64, 64, 4, 4, 4), (128, 64, 128, 4, 3, 2), (128, 128, 64, 8, 4, 4))
+EXTRA = [f"splitk/{bm}x{bn}x{bk}/g8/w{w}/s{s}/k{split}" for bm, bn, bk, w, s, split in CANDIDATES]
+KEPT = EXTRA[:2]  # 16x64x128 k32 and k64 joined the space (the 128-row tiles never won; 32x128x64 k32/k64 once)
+MAX_TILES = 2 * 132  # SPLITK_MAX_WAVES x the SMs of both GPUs (legality checks it again at the launch)
+
+
+def legal_extra(m: int, n: int, k: int) -> list[str]:
+    """The candidates that split-K's legality rules allow on an M x N x K problem."""
+    return [key for (bm, bn, bk, _, _, split), key in zip(CANDIDATES, EXTRA, strict=True)
+            if split * bk <= k and math.ceil(m / bm) * math.ceil(n / bn) <= MAX_TILES]  # fmt: skip
+
+
+def shapes(gpu: str) -> list[tuple[str, int, int, int, list[str], list[str]]]:
+    """(suite:name, M, N, K, the sweep's three fastest configs, the legal candidates) of both suites' shapes on which
+    a candidate is legal."""
+    from harness import fastest
+    from theodolite.results import load_results
+
+    out = []
+    for suite in ("random-dev", "llm"):
+        for s in load_results(f"reports/results/validate-{suite}-{gpu}.json").shapes:
+            extra = legal_extra(s.M, s.N, s.K)
+            if extra:
+                out.append((f"{suite}:{s.name}", s.M, s.N, s.K, fastest(s.configs, 3), extra))
+    return out
+
+
+def merge(times_path: str, results_path: str) -> None:
+    """Add the kept candidates' times to the results file's shapes (``--merge``); no GPU."""
+    import json
+
+    from theodolite.results import load_results, save_results
+
+    with open(times_path) as stream:
+        data = json.load(stream)
+    timed = {(r["M"], r["N"], r["K"], r["config"]): r["us"] * 1e-3 for r in data["rows"] if r["config"] in KEPT}
+    results = load_results(results_path)
+    added = 0
+    for shape in results.shapes:
+        for key in KEPT:
+            ms = timed.get((shape.M, shape.N, shape.K, key))
+            if ms is not None and key not in shape.configs:
+                shape.configs[key] = ms
+                added += 1
+    results.command += f" | deep_splitk.py --merge {os.path.basename(times_path)}"
+    save_results(results, results_path)
+    print(f"{results_path}: {added} config times added")
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--merge"]:
+        merge(sys.argv[2], sys.argv[3])
+        return
+    from harness import checked_runs, gpu_name, in_workers, time_all, warm, write_rows
+    from theodolite.kernels.benchmark import Timer, _shape_inputs
+
+    gpu = gpu_name()
+    todo = shapes(gpu)
+    # compiled on the shape itself (its load class); legal shapes have small outputs, B at most ~0.5 GB per worker
+    tasks = sorted({(m, n, k, key, False) for _, m, n, k, best, extra in todo for key in best + extra})
+    print("warmed", sum(in_workers(warm, tasks)), "of", len(tasks), flush=True)
+    timer = Timer()
+    rows = []
+    for name, m, n, k, best, extra in todo:
+        inputs = _shape_inputs(m, n, k, "bf16", "nn", timer, rotate=True)
+        sets = [(a, b, o) for a, b, _, o in inputs.sets]
+        calls = {"torch": inputs.torch_fns}
+        for key in best + extra:
+            runs = checked_runs(sets, key, inputs.ref.float(), {})
+            if runs is not None:
+                calls[key] = runs
+        if inputs.rotation:
+            times = time_all(timer, calls)
+        else:
+            times = dict(zip(calls, timer.flushed_interleaved([c[0] for c in calls.values()]), strict=True))
+        for c, t in times.items():
+            rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
+        old = min(times[c] for c in best if c in times)
+        new, top = min(((times[c], c) for c in extra if c in times), default=(math.inf, "-"))
+        print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, sweep best {old * 1e3:.2f} "
+              f"(x{times['torch'] / old:.2f}), deep best {new * 1e3:.2f} (x{times['torch'] / new:.2f}) {top}",
+              flush=True)  # fmt: skip
+    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/deep_splitk.py"
+    print("wrote", write_rows(f"deep-splitk-{gpu}", command, rows), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
