@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from theodolite.kernels.config import GemmConfig, Problem
+from theodolite.kernels.config import GemmConfig, Problem, operand_loads
 from theodolite.model import core
 from theodolite.model.evaluate import write_parameters
 from theodolite.model.hardware import (
@@ -18,6 +18,7 @@ from theodolite.model.hardware import (
 )
 from theodolite.model.predict import clear_tables, predict
 
+from theodolite.api import select_problem
 from theodolite.profile import load_profile
 from theodolite.profile.datasheet import h100_sxm
 from theodolite.profile.schema import METRICS, Measurement
@@ -212,9 +213,6 @@ def test_few_tiles_over_a_long_element_wise_k_split_deep(profile_file: str) -> N
     """random-dev's dev039 (19x127x14455: four 16x64 tiles, both operands read element-wise, one latency per
     K-step): the space's deep splits are picked over 16 slices, as measured on both GPUs (H100 16x64x128 k16
     26.4 us, k32 16.5, k64 15.3; H200 27.4 / 17.0 / 15.7: experiments README "Deep split-K")."""
-    from theodolite.api import select_problem
-    from theodolite.kernels.config import operand_loads
-
     reset_parameters()
     clear_tables()
     profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / profile_file)
