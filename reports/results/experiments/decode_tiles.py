@@ -14,8 +14,8 @@ configs outside the space with more bytes in flight per SM (more stages, 256-dee
 import sys
 
 import torch
-from harness import checked_runs, fastest, gpu_name, in_workers, time_all, warm, write_rows
-from theodolite.kernels.benchmark import Timer, _shape_inputs
+from harness import add_runs, fastest, gpu_name, in_workers, time_as_validate, validate_inputs, warm, write_rows
+from theodolite.kernels.benchmark import Timer
 
 EXTRA = [
     "persistent/16x64x128/g8/w4/s6/k1",
@@ -52,19 +52,11 @@ def main() -> None:
     timer = Timer()
     rows = []
     for name, m, n, k, best in todo:
-        inputs = _shape_inputs(m, n, k, "bf16", "nn", timer, rotate=True)
-        sets = [(a, b, o) for a, b, _, o in inputs.sets]
-        calls = {"torch": inputs.torch_fns}
+        inputs, sets, calls = validate_inputs(m, n, k, timer)
         reads = [torch.randn_like(b) for _, b, _ in sets]  # as many copies as the GEMM rotates through
         calls["read B"] = [lambda x=x: torch.sum(x) for x in reads]
-        for key in best + EXTRA:
-            runs = checked_runs(sets, key, inputs.ref.float(), {})
-            if runs is not None:
-                calls[key] = runs
-        if inputs.rotation:
-            times = time_all(timer, calls)
-        else:
-            times = dict(zip(calls, timer.flushed_interleaved([c[0] for c in calls.values()]), strict=True))
+        add_runs(calls, sets, best + EXTRA, inputs.ref.float())
+        times = time_as_validate(timer, inputs, calls)
         for c, t in times.items():
             rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
         old = min(times[c] for c in best if c in times)

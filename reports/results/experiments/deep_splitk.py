@@ -21,7 +21,6 @@ a committed results file that lack them, so that it again holds every config of 
 """
 
 import math
-import os
 import sys
 
 # (block_m, block_n, block_k, warps, stages, split_k) of the candidates (outside the space when this was written):
@@ -56,32 +55,17 @@ def shapes(gpu: str) -> list[tuple[str, int, int, int, list[str], list[str]]]:
 
 def merge(times_path: str, results_path: str) -> None:
     """Add the kept candidates' times to the results file's shapes (``--merge``); no GPU."""
-    import json
+    from harness import merge_times
 
-    from theodolite.results import load_results, save_results
-
-    with open(times_path) as stream:
-        data = json.load(stream)
-    timed = {(r["M"], r["N"], r["K"], r["config"]): r["us"] * 1e-3 for r in data["rows"] if r["config"] in KEPT}
-    results = load_results(results_path)
-    added = 0
-    for shape in results.shapes:
-        for key in KEPT:
-            ms = timed.get((shape.M, shape.N, shape.K, key))
-            if ms is not None and key not in shape.configs:
-                shape.configs[key] = ms
-                added += 1
-    results.command += f" | deep_splitk.py --merge {os.path.basename(times_path)}"
-    save_results(results, results_path)
-    print(f"{results_path}: {added} config times added")
+    print(f"{results_path}: {merge_times(times_path, results_path, KEPT, 'deep_splitk.py')[0]} config times added")
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--merge"]:
         merge(sys.argv[2], sys.argv[3])
         return
-    from harness import checked_runs, gpu_name, in_workers, time_all, warm, write_rows
-    from theodolite.kernels.benchmark import Timer, _shape_inputs
+    from harness import add_runs, gpu_name, in_workers, time_as_validate, validate_inputs, warm, write_rows
+    from theodolite.kernels.benchmark import Timer
 
     gpu = gpu_name()
     todo = shapes(gpu)
@@ -91,17 +75,9 @@ def main() -> None:
     timer = Timer()
     rows = []
     for name, m, n, k, best, extra in todo:
-        inputs = _shape_inputs(m, n, k, "bf16", "nn", timer, rotate=True)
-        sets = [(a, b, o) for a, b, _, o in inputs.sets]
-        calls = {"torch": inputs.torch_fns}
-        for key in best + extra:
-            runs = checked_runs(sets, key, inputs.ref.float(), {})
-            if runs is not None:
-                calls[key] = runs
-        if inputs.rotation:
-            times = time_all(timer, calls)
-        else:
-            times = dict(zip(calls, timer.flushed_interleaved([c[0] for c in calls.values()]), strict=True))
+        inputs, sets, calls = validate_inputs(m, n, k, timer)
+        add_runs(calls, sets, best + extra, inputs.ref.float())
+        times = time_as_validate(timer, inputs, calls)
         for c, t in times.items():
             rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
         old = min(times[c] for c in best if c in times)

@@ -1,7 +1,8 @@
 """What the device experiments share (``pitch_copy.py``, ``small_copy.py``, ``sync_prefetch.py``, ``short_k.py``,
 ``decode_tiles.py``, ``zero_fill.py``): the GPU's short name, compiling in worker processes, the copy rule's thresholds
 changed for a block, a sweep's fastest configs, an input set rotated through L2 with torch.matmul's calls and a
-reference, checked launches, side-by-side timing, and the results file."""
+reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the results file, and merging an
+experiment's times into a committed results file."""
 
 import contextlib
 import json
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 import theodolite.kernels.config as config_module
 import torch
 import triton
-from theodolite.kernels.benchmark import Timer, make_inputs, rotation_count
+from theodolite.kernels.benchmark import Timer, _shape_inputs, make_inputs, rotation_count
 from theodolite.kernels.config import ConfigError, GemmConfig
 from theodolite.kernels.launch import plan_gemm
 
@@ -67,6 +68,45 @@ def time_all(timer: Timer, calls: dict[str, list[Callable[[], Any]]]) -> dict[st
     return dict(zip(keys, timer.interleaved([calls[c] for c in keys], keep=range(len(keys))), strict=True))
 
 
+def validate_inputs(m: int, n: int, k: int, timer: Timer) -> tuple[Any, list[tuple[Any, Any, Any]], dict[str, Any]]:
+    """``validate``'s inputs for a bf16 M x N x K problem (copies rotated through L2 when they fit, else one set timed
+    L2-flushed): (those inputs, their (A, B, out) sets, torch.matmul's calls on them)."""
+    inputs = _shape_inputs(m, n, k, "bf16", "nn", timer, rotate=True)
+    return inputs, [(a, b, o) for a, b, _, o in inputs.sets], {"torch": inputs.torch_fns}
+
+
+def time_as_validate(timer: Timer, inputs: Any, calls: dict[str, list[Callable[[], Any]]]) -> dict[str, float]:
+    """Median ms per call of every candidate, side by side, as ``validate`` times the shape of ``inputs``: graph replays
+    over the rotated copies, or L2-flushed runs of the one set."""
+    if inputs.rotation:
+        return time_all(timer, calls)
+    return dict(zip(calls, timer.flushed_interleaved([c[0] for c in calls.values()]), strict=True))
+
+
+def merge_times(times_path: str, results_path: str, keys: Sequence[str], script: str) -> tuple[int, float]:
+    """Add the times (ms) of configs ``keys`` that ``script`` measured (``write_rows``'s file ``times_path``) to the shapes
+    of the committed results file that lack them, so it again holds every config of the space; (times added, the
+    closest any comes to its shape's sweep best, as best / its time).  No GPU."""
+    from theodolite.results import load_results, save_results
+
+    with open(times_path) as stream:
+        data = json.load(stream)
+    timed = {(r["M"], r["N"], r["K"], r["config"]): r["us"] * 1e-3 for r in data["rows"] if r["config"] in keys}
+    results = load_results(results_path)
+    added, closest = 0, 0.0
+    for shape in results.shapes:
+        best = min(t for t in shape.configs.values() if t)
+        for key in keys:
+            ms = timed.get((shape.M, shape.N, shape.K, key))
+            if ms is not None and key not in shape.configs:
+                shape.configs[key] = ms
+                added += 1
+                closest = max(closest, best / ms)
+    results.command += f" | {script} --merge {os.path.basename(times_path)}"
+    save_results(results, results_path)
+    return added, closest
+
+
 @contextlib.contextmanager
 def rule(settings: dict[str, float]) -> Iterator[None]:
     """``kernels.config``'s copy-rule thresholds set to ``settings`` inside the block."""
@@ -111,6 +151,18 @@ def checked_runs(
         print(key, settings, "wrong result", err, flush=True)
         return None
     return [plan.run for plan in plans]
+
+
+def add_runs(
+    calls: dict[str, Any], sets: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], keys: Sequence[str],
+    ref: torch.Tensor, settings: dict[str, float] | None = None,
+) -> None:
+    """``calls[key]``: each set's checked launch of config ``key`` (``checked_runs``), for every key that can run the
+    problem and gives the right result."""  # fmt: skip
+    for key in keys:
+        runs = checked_runs(sets, key, ref, settings or {})
+        if runs is not None:
+            calls[key] = runs
 
 
 def write_rows(name: str, command: str, rows: list[dict[str, Any]]) -> str:

@@ -19,11 +19,11 @@ to the shapes of a committed llm results file that lack them, so it again holds 
     python3 reports/results/experiments/short_k.py --merge short-k-llm-h100.json reports/results/validate-llm-h100.json
 """
 
-import os
 import sys
 
 import torch
-from harness import checked_runs, fastest, gpu_name, in_workers, rotated_inputs, time_all, warm, write_rows
+from harness import add_runs, fastest, gpu_name, in_workers, merge_times, rotated_inputs, time_all, warm
+from harness import write_rows
 from theodolite.kernels.benchmark import Timer
 
 # (block_m, block_n, warps, stages) of the candidates, each with BLOCK_K 32 and 16
@@ -59,25 +59,7 @@ def llm_shapes(gpu: str) -> list[tuple[str, int, int, int, list[str]]]:
 
 def merge(times_path: str, results_path: str) -> None:
     """Add the timed short-K configs to the llm results file's shapes (``--merge``); no GPU."""
-    import json
-    from theodolite.results import load_results, save_results
-
-    with open(times_path) as stream:
-        data = json.load(stream)
-    timed = {(r["M"], r["N"], r["K"], r["config"]): r["us"] * 1e-3 for r in data["rows"] if r["config"] in KEPT}
-    results = load_results(results_path)
-    added = 0
-    closest = 0.0
-    for shape in results.shapes:
-        best = min(t for t in shape.configs.values() if t)
-        for key in KEPT:
-            ms = timed.get((shape.M, shape.N, shape.K, key))
-            if ms is not None and key not in shape.configs:
-                shape.configs[key] = ms
-                added += 1
-                closest = max(closest, best / ms)
-    results.command += f" | short_k.py --merge {os.path.basename(times_path)}"
-    save_results(results, results_path)
+    added, closest = merge_times(times_path, results_path, KEPT, "short_k.py")
     print(f"{results_path}: {added} config times added; the closest to its shape's sweep best runs at {closest:.2f}x "
           "its speed")  # fmt: skip
 
@@ -100,10 +82,7 @@ def main() -> None:
     rows = []
     for name, m, n, k, best in todo:
         sets, calls, ref = rotated_inputs(m, n, k, timer, device)
-        for key in best + extra:
-            runs = checked_runs(sets, key, ref, {})
-            if runs is not None:
-                calls[key] = runs
+        add_runs(calls, sets, best + extra, ref)
         times = time_all(timer, calls)
         for c, t in times.items():
             rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})

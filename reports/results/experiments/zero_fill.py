@@ -72,7 +72,7 @@ def main() -> None:
         fit(sys.argv[2], sys.argv[3])
         return
     import torch
-    from harness import checked_runs, gpu_name, rotated_inputs, time_all, write_rows
+    from harness import add_runs, gpu_name, rotated_inputs, time_all, write_rows
     from theodolite.kernels.benchmark import Timer
 
     device = torch.device("cuda")
@@ -82,12 +82,8 @@ def main() -> None:
     for label, m, n, k in shapes():
         sets, calls, ref = rotated_inputs(m, n, k, timer, device)
         tiles = MIXED_TILES if "--mixed" in sys.argv else TILES
-        for tile, warps in tiles:
-            for stages in (2, 3, 4):
-                key = f"persistent/{tile}/g8/w{warps}/s{stages}/k1"
-                runs = checked_runs(sets, key, ref, {})
-                if runs is not None:
-                    calls[key] = runs
+        add_runs(calls, sets, [f"persistent/{tile}/g8/w{warps}/s{stages}/k1" for tile, warps in tiles
+                               for stages in (2, 3, 4)], ref)  # fmt: skip
         times = time_all(timer, calls)
         for key, ms in times.items():
             rows.append({"widths": label, "M": m, "N": n, "K": k, "config": key, "us": ms * 1e3})
