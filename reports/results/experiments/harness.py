@@ -1,8 +1,8 @@
 """What the device experiments share (``pitch_copy.py``, ``small_copy.py``, ``sync_prefetch.py``, ``short_k.py``,
-``decode_tiles.py``, ``zero_fill.py``): the GPU's short name, compiling in worker processes, the copy rule's thresholds
-changed for a block, a sweep's fastest configs, an input set rotated through L2 with torch.matmul's calls and a
-reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the results file, and merging an
-experiment's times into a committed results file."""
+``decode_tiles.py``, ``zero_fill.py``, ``deep_splitk.py``): the GPU's short name, compiling in worker processes, the
+copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
+torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
+results file, and merging an experiment's times into a committed results file."""
 
 import contextlib
 import json
@@ -84,8 +84,8 @@ def time_as_validate(timer: Timer, inputs: Any, calls: dict[str, list[Callable[[
 
 
 def merge_times(times_path: str, results_path: str, keys: Sequence[str], script: str) -> tuple[int, float]:
-    """Add the times (ms) of configs ``keys`` that ``script`` measured (``write_rows``'s file ``times_path``) to the shapes
-    of the committed results file that lack them, so it again holds every config of the space; (times added, the
+    """Add the times (ms) of configs ``keys`` that ``script`` measured (``write_rows``'s file ``times_path``) to the
+    shapes of the committed results file that lack them, so it again holds every config of the space; (times added, the
     closest any comes to its shape's sweep best, as best / its time).  No GPU."""
     from theodolite.results import load_results, save_results
 
