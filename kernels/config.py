@@ -505,20 +505,27 @@ ALIGN_COPY_MIN_REUSE = 128
 ALIGN_COPY_MIN_FLOPS = float(os.environ.get("THEODOLITE_ALIGN_COPY_MIN_FLOPS", "6e8"))
 
 
+# A misaligned operand read element-wise is addressed by int32 offsets inside a tile (kernels.epilogue.SCALAR_OFFSETS):
+# up to 256 rows (or K-steps) of its row stride.  Rows this long (in elements) or longer would overflow them, so such an
+# operand is always copied (gemm() checks its real row stride; the model sees the contiguous extent).
+SCALAR_OFFSET_MAX_ROW = 2**31 // 256
+
+
 def needs_aligned_copy(problem: Problem) -> tuple[bool, bool]:
     """Whether gemm() copies A, B into 16-byte aligned (padded-stride) buffers; the model adds the copy's cost.
 
-    Rule (exactly what gemm() does): copy an operand iff its rows are misaligned
-    (``Problem.a_aligned``/``b_aligned`` false), the problem is not empty, and the other
+    Rule (exactly what gemm() does for contiguous operands): copy an operand iff its rows are misaligned
+    (``Problem.a_aligned``/``b_aligned`` false), the problem is not empty, and either the other
     output dimension (N for A, M for B) is at least ``ALIGN_COPY_MIN_REUSE`` (and the problem has at
-    least ``ALIGN_COPY_MIN_FLOPS``).
+    least ``ALIGN_COPY_MIN_FLOPS``), or its rows reach ``SCALAR_OFFSET_MAX_ROW`` elements.
     """
     if problem.m == 0 or problem.n == 0 or problem.k == 0 or problem.batch == 0:
         return False, False
-    if problem.flops < ALIGN_COPY_MIN_FLOPS:
-        return False, False
-    copy_a = not problem.a_aligned and problem.n >= ALIGN_COPY_MIN_REUSE
-    copy_b = not problem.b_aligned and problem.m >= ALIGN_COPY_MIN_REUSE
+    a_long = (problem.k if problem.layout[0] == "n" else problem.m) >= SCALAR_OFFSET_MAX_ROW
+    b_long = (problem.n if problem.layout[1] == "n" else problem.k) >= SCALAR_OFFSET_MAX_ROW
+    reuse = problem.flops >= ALIGN_COPY_MIN_FLOPS
+    copy_a = not problem.a_aligned and (a_long or (reuse and problem.n >= ALIGN_COPY_MIN_REUSE))
+    copy_b = not problem.b_aligned and (b_long or (reuse and problem.m >= ALIGN_COPY_MIN_REUSE))
     return copy_a, copy_b
 
 

@@ -7,8 +7,15 @@ constexpr facts instead (which dimension is contiguous, whether rows are 16-byte
 
 from __future__ import annotations
 
+import os
+
 import triton
 import triton.language as tl
+
+# Element-wise (misaligned, A_VEC/B_VEC 1) operands are addressed by int32 offsets from a scalar base that walks K,
+# instead of a 64-bit pointer per element carried across the K loop (half the registers).  THEODOLITE_SCALAR_OFFSETS=0
+# (read at import) restores the pointers, for side-by-side experiments.
+SCALAR_OFFSETS = tl.constexpr(os.environ.get("THEODOLITE_SCALAR_OFFSETS", "1") != "0")
 
 
 @triton.jit
@@ -87,13 +94,35 @@ def mma_tile(
     k0 = tl.cast(k_lo, tl.int64) * BLOCK_K
     a_base = a_ptr + tl.cast(bid, tl.int64) * stride_ab
     b_base = b_ptr + tl.cast(bid, tl.int64) * stride_bb
-    if A_KMAJOR:
+    if SCALAR_OFFSETS and A_VEC == 1:  # element-wise: int32 offsets (one register each), a scalar base walks K
+        first_m = pid_m * BLOCK_M
+        lm = tl.minimum(first_m + tl.arange(0, BLOCK_M), LM - 1) - first_m
+        if A_KMAJOR:
+            a_ptrs = a_base + tl.cast(first_m, tl.int64) * stride_a + k0
+            a_offs = lm[:, None] * stride_a + rk[None, :]
+            a_step = BLOCK_K
+        else:
+            a_ptrs = a_base + k0 * stride_a + first_m
+            a_offs = lm[:, None] + rk[None, :] * stride_a
+            a_step = BLOCK_K * stride_a
+    elif A_KMAJOR:
         a_ptrs = a_base + k0 + rm.to(tl.int64)[:, None] * stride_a + rk[None, :]
         a_step = BLOCK_K
     else:
         a_ptrs = a_base + k0 * stride_a + rm[:, None] + rk.to(tl.int64)[None, :] * stride_a
         a_step = BLOCK_K * stride_a
-    if B_KMAJOR:
+    if SCALAR_OFFSETS and B_VEC == 1:
+        first_n = pid_n * BLOCK_N
+        ln = tl.minimum(first_n + tl.arange(0, BLOCK_N), LN - 1) - first_n
+        if B_KMAJOR:
+            b_ptrs = b_base + tl.cast(first_n, tl.int64) * stride_b + k0
+            b_offs = rk[:, None] + ln[None, :] * stride_b
+            b_step = BLOCK_K
+        else:
+            b_ptrs = b_base + k0 * stride_b + first_n
+            b_offs = rk[:, None] * stride_b + ln[None, :]
+            b_step = BLOCK_K * stride_b
+    elif B_KMAJOR:
         b_ptrs = b_base + k0 + rk[:, None] + rn.to(tl.int64)[None, :] * stride_b
         b_step = BLOCK_K
     else:
@@ -105,12 +134,14 @@ def mma_tile(
     ka = (KA // KA_VEC) * KA_VEC - k_lo * BLOCK_K
     kb = (KB // KB_VEC) * KB_VEC - k_lo * BLOCK_K
     for _ in range(k_lo, k_hi):
+        a_at = a_ptrs + a_offs if SCALAR_OFFSETS and A_VEC == 1 else a_ptrs
+        b_at = b_ptrs + b_offs if SCALAR_OFFSETS and B_VEC == 1 else b_ptrs
         if EDGE_MASK:
-            a = tl.load(a_ptrs, mask=(rk[None, :] < ka) & m_in[:, None], other=0.0)
-            b = tl.load(b_ptrs, mask=(rk[:, None] < kb) & n_in[None, :], other=0.0)
+            a = tl.load(a_at, mask=(rk[None, :] < ka) & m_in[:, None], other=0.0)
+            b = tl.load(b_at, mask=(rk[:, None] < kb) & n_in[None, :], other=0.0)
         else:
-            a = tl.load(a_ptrs, mask=rk[None, :] < ka, other=0.0)
-            b = tl.load(b_ptrs, mask=rk[:, None] < kb, other=0.0)
+            a = tl.load(a_at, mask=rk[None, :] < ka, other=0.0)
+            b = tl.load(b_at, mask=rk[:, None] < kb, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += a_step
         b_ptrs += b_step

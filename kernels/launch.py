@@ -20,6 +20,7 @@ import triton
 from theodolite.kernels.config import (
     COPY_PITCH_BYTES,
     DTYPE_BYTES,
+    SCALAR_OFFSET_MAX_ROW,
     TAIL_CHUNKS,
     ConfigError,
     GemmConfig,
@@ -568,6 +569,9 @@ def plan_gemm(
     a_src = 0 if a_op.tensor.data_ptr() == a.data_ptr() else -1
     b_src = 1 if b_op.tensor.data_ptr() == b.data_ptr() else -1
     copy_a, copy_b = needs_aligned_copy(problem)
+    # a strided view's rows can be longer than its extent: int32 offsets of an element-wise read must still fit
+    copy_a = copy_a or (not a_op.aligned and a_op.ld >= SCALAR_OFFSET_MAX_ROW)
+    copy_b = copy_b or (not b_op.aligned and b_op.ld >= SCALAR_OFFSET_MAX_ROW)
     if copy_a:
         a_op, step = _aligned_copy(a_op, a_src)
         plan.steps.append(step)

@@ -28,6 +28,7 @@ from theodolite.kernels.config import (
     ALIGN_BYTES,
     ALIGN_COPY_MIN_REUSE,
     ASYNC_COPY_MIN_BYTES,
+    SCALAR_OFFSET_MAX_ROW,
     Problem,
     issued_widths,
     loads_class,
@@ -398,8 +399,8 @@ class IntRoute:
         a_al = a_w == ALIGN_BYTES
         b_al = b_w == ALIGN_BYTES
         big = 2.0 * m * n * k >= kernel_config.ALIGN_COPY_MIN_FLOPS  # read at call time, as needs_aligned_copy
-        copy_a = big and not a_al and n >= ALIGN_COPY_MIN_REUSE
-        copy_b = big and not b_al and m >= ALIGN_COPY_MIN_REUSE
+        copy_a = not a_al and ((big and n >= ALIGN_COPY_MIN_REUSE) or a_ext >= SCALAR_OFFSET_MAX_ROW)
+        copy_b = not b_al and ((big and m >= ALIGN_COPY_MIN_REUSE) or b_ext >= SCALAR_OFFSET_MAX_ROW)
         limit = self.crowd_limit
         if limit is None or -(-m // self.small_m) * -(-n // self.small_n) <= limit:
             crowd = 0  # no split-K tile shape crowded

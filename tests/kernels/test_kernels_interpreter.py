@@ -234,6 +234,32 @@ def test_misaligned_operand_copy_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     check(plan_gemm(a, b2, CONFIGS["tma"]).run(), a, b2, torch.float16)  # tma legal through the copy of A
 
 
+def test_rows_too_long_for_int32_offsets_are_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An element-wise operand is addressed by int32 offsets inside a tile (up to 256 rows of its stride): rows of
+    SCALAR_OFFSET_MAX_ROW elements or more are copied whatever the FLOPs, by the Problem's rule (contiguous operands,
+    what the model sees) and by gemm() from the real stride of a view (here lowered so a small tensor reaches it)."""
+    import theodolite.kernels.config as config_module
+    import theodolite.kernels.launch as launch_module
+    from theodolite.kernels import Problem
+    from theodolite.kernels.launch import _AlignedCopy
+
+    long = config_module.SCALAR_OFFSET_MAX_ROW
+    assert long * 256 <= 2**31
+    assert needs_aligned_copy(Problem(2, 3, long + 1)) == (True, False)  # A's rows: K elements, odd: misaligned
+    assert needs_aligned_copy(Problem(2, long + 1, 3)) == (False, True)  # B's rows: N elements
+    assert needs_aligned_copy(Problem(2, 3, long + 1, layout="tn")) == (False, False)  # A column-major: rows of M
+    assert needs_aligned_copy(Problem(2, 3, long - 1)) == (False, False)  # just under: element-wise, uncopied
+    monkeypatch.setattr(launch_module, "SCALAR_OFFSET_MAX_ROW", 64)
+    storage = operand(20, 67, False, torch.float16)  # rows 67 apart (odd: misaligned), 49 used
+    a = storage[:, :49]
+    b = operand(49, 24, False, torch.float16)
+    plan = plan_gemm(a, b, CONFIGS["splitk"])
+    assert isinstance(plan.steps[0], _AlignedCopy) and len(plan.steps) == 2
+    check(plan.run(), a, b, torch.float16)
+    short = operand(20, 49, False, torch.float16)  # rows of 49 < 64: read element-wise in place
+    assert not any(isinstance(step, _AlignedCopy) for step in plan_gemm(short, b, CONFIGS["splitk"]).steps)
+
+
 @pytest.mark.parametrize("transposed", [False, True])
 def test_aligned_copy_step_rebinds_to_a_new_operand(monkeypatch: pytest.MonkeyPatch, transposed: bool) -> None:
     """gemm()'s launch cache re-runs a plan's copy steps on each call's operand: the step must read the
