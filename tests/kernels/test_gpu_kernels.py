@@ -151,6 +151,34 @@ def test_more_than_2_31_elements() -> None:
         assert rel_error(out[rows], a[rows].double() @ b.double()) <= TOL["bf16"]
 
 
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+def test_element_wise_offsets_at_their_int32_bound(layout: str) -> None:
+    """An element-wise A whose row stride is one element short of SCALAR_OFFSET_MAX_ROW (odd: misaligned), a view
+    into an 8.6 GB buffer: read in place (not copied), its int32 offsets inside a tile reach 255 x (2^23 - 1) + 63
+    (256-row tiles, row-major A) or 127 x (2^23 - 1) + 127 (column-major A, 128-deep K-steps), just under 2^31, and
+    its last tiles start past 2^31 elements (64-bit tile bases).  K stays short: the float64 reference is exact."""
+    k = _kernels()
+    if torch.cuda.mem_get_info()[0] < 24 * 2**30:
+        pytest.skip("needs ~24 GiB free")
+    from theodolite.kernels.config import SCALAR_OFFSET_MAX_ROW
+
+    ld, rows, used = SCALAR_OFFSET_MAX_ROW - 1, 513, 300
+    storage = torch.empty((rows, ld), dtype=torch.bfloat16, device="cuda")
+    storage[:, :used] = torch.randn((rows, used), device="cuda").to(torch.bfloat16)
+    a = storage[:, :used] if layout == "nn" else storage[:, :used].t()  # (513 x 300) or (300 x 513), stride ld
+    b = operand(a.shape[1], 16, False, torch.bfloat16)
+    problem = k.problem_of(a, b)
+    assert not problem.a_aligned and problem.layout == layout
+    config = (
+        k.GemmConfig("persistent", 256, 16, 64, 8, 8, 2)
+        if layout == "nn"
+        else k.GemmConfig("persistent", 64, 16, 128, 8, 4, 2)
+    )
+    plan = k.plan_gemm(a, b, config)
+    assert len(plan.steps) == 1  # no aligned copy: the kernel reads the view in place
+    assert rel_error(plan.run(), a.double() @ b.double()) <= TOL["bf16"]
+
+
 def test_fast_launch_matches() -> None:
     """A plan's repeat runs launch the compiled kernel directly: same results as its first (Triton) run."""
     k = _kernels()
