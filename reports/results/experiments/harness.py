@@ -58,6 +58,30 @@ def warm(tasks: list[tuple[int, int, int, str, bool]]) -> int:
     return done
 
 
+def warm_plans(tasks: list[tuple[int, int, int, str, Any]], plans_for: Callable[..., list[Any]]) -> int:
+    """Compile (run once) each (M, N, K, config, extra) through ``plans_for(sets, config, extra)`` in this process: the
+    experiments that swap kernels into a plan (``in_workers(functools.partial(warm_plans, plans_for=...), tasks)``)."""
+    device = torch.device("cuda")
+    for m, n, k, key, extra in tasks:
+        a, b = make_inputs(m, n, k, "bf16", "nn", device)
+        out = torch.empty((m, n), device=device, dtype=torch.bfloat16)
+        plans_for([(a, b, out)], key, extra)[0].run()
+    torch.cuda.synchronize()
+    return len(tasks)
+
+
+def first_right(plans: list[Any], out: torch.Tensor, ref: torch.Tensor, *label: object) -> bool:
+    """Run the first of ``plans`` into ``out`` poisoned with NaN and compare it with ``ref``; False (and a printed line
+    naming ``label``) when the result is wrong."""
+    out.fill_(float("nan"))
+    plans[0].run()
+    err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+    if not err < 1e-2:
+        print(*label, "wrong result", err, flush=True)
+        return False
+    return True
+
+
 def fastest(configs: dict[str, float | None], count: int) -> list[str]:
     """The ``count`` fastest timed configs of a sweep's shape (``ShapeResult.configs``), fastest first."""
     return [key for _, key in sorted((ms, key) for key, ms in configs.items() if ms)[:count]]

@@ -15,6 +15,7 @@ root (writes ``$OUT/scalar-offsets-<gpu>.json``)::
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/scalar_offsets.py
 """
 
+import functools
 import math
 import sys
 import types
@@ -82,32 +83,18 @@ def shapes(gpu: str) -> list[tuple[str, int, int, int, str, list[str]]]:
     return out
 
 
-def warm_both(tasks: list[tuple[int, int, int, str]]) -> int:
-    """Compile each (M, N, K, config) both ways in this process (``in_workers``)."""
-    import torch
-    from theodolite.kernels.benchmark import make_inputs
-
-    device = torch.device("cuda")
-    for m, n, k, key in tasks:
-        a, b = make_inputs(m, n, k, "bf16", "nn", device)
-        out = torch.empty((m, n), device=device, dtype=torch.bfloat16)
-        for offsets in (False, True):
-            plans_of([(a, b, out)], key, offsets)[0].run()
-    torch.cuda.synchronize()
-    return len(tasks)
-
-
 def main() -> None:
     import torch
-    from harness import gpu_name, in_workers, time_as_validate, validate_inputs, write_rows
+    from harness import first_right, gpu_name, in_workers, time_as_validate, validate_inputs, warm_plans, write_rows
     from theodolite.kernels.benchmark import Timer
 
     gpu = gpu_name()
     todo = shapes(gpu)
     if len(sys.argv) > 1:
         todo = todo[: int(sys.argv[1])]
-    tasks = sorted({(m, n, k, key) for _, m, n, k, _, keys in todo for key in keys})
-    print("warmed", sum(in_workers(warm_both, tasks)), "shapes", len(todo), flush=True)
+    tasks = sorted({(m, n, k, key, offsets) for _, m, n, k, _, keys in todo for key in keys for offsets in (False, True)})
+    print("warmed", sum(in_workers(functools.partial(warm_plans, plans_for=plans_of), tasks)), "shapes", len(todo),
+          flush=True)  # fmt: skip
     timer = Timer()
     rows, ratios = [], []
     for name, m, n, k, loads, keys in todo:
@@ -116,13 +103,8 @@ def main() -> None:
         for key in keys:
             for offsets in (False, True):
                 plans = plans_of(sets, key, offsets)
-                sets[0][2].fill_(math.nan)
-                plans[0].run()
-                err = ((sets[0][2].float() - ref).abs().max() / ref.abs().max()).item()
-                if not err < 1e-2:
-                    print(name, key, offsets, "wrong result", err, flush=True)
-                    continue
-                calls[f"{key}@{'offsets' if offsets else 'pointers'}"] = [p.run for p in plans]
+                if first_right(plans, sets[0][2], ref, name, key, offsets):
+                    calls[f"{key}@{'offsets' if offsets else 'pointers'}"] = [p.run for p in plans]
         torch.cuda.synchronize()
         times = time_as_validate(timer, inputs, calls)
         for c, t in times.items():
