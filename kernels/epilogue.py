@@ -71,7 +71,9 @@ def mma_tile(
     launch turns it on for split-K's small tiles only (``config.masked_edges``).  K is masked every
     step (one pipelined loop; a separate tail step costs ~40 registers and spills).
     ``A_VEC``/``B_VEC`` (elements per 16 bytes, or 1) promise
-    aligned strides and row starts.
+    aligned strides and row starts.  An element-wise operand (1) is addressed by int32 offsets inside the tile
+    (``SCALAR_OFFSETS``): its rows/columns past the edge are clamped to the last one instead of wrapped (loaded, never
+    stored), and the host copies rows too long for the offsets (``config.SCALAR_OFFSET_MAX_ROW``).
     """
     if A_VEC > 1:  # (x // v) * v: divisibility the compiler can see (multiple_of on an argument is lost)
         stride_a = (stride_a // A_VEC) * A_VEC
