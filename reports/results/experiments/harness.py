@@ -70,10 +70,11 @@ def warm_plans(tasks: list[tuple[int, int, int, str, Any]], plans_for: Callable[
     return len(tasks)
 
 
-def first_right(plans: list[Any], out: torch.Tensor, ref: torch.Tensor, *label: object) -> bool:
-    """Run the first of ``plans`` into ``out`` poisoned with NaN and compare it with ``ref``; False (and a printed line
-    naming ``label``) when the result is wrong."""
-    out.fill_(float("nan"))
+def first_right(plans: list[Any], out: torch.Tensor, ref: torch.Tensor, *label: object, poison: bool = True) -> bool:
+    """Run the first of ``plans`` into ``out`` (poisoned with NaN first unless ``poison`` is off) and compare it with
+    ``ref``; False (and a printed line naming ``label``) when the result is wrong."""
+    if poison:
+        out.fill_(float("nan"))
     plans[0].run()
     err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     if not err < 1e-2:
@@ -169,11 +170,7 @@ def checked_runs(
             plans = [plan_gemm(x, y, GemmConfig.from_key(key), out=o) for x, y, o in sets]
     except ConfigError:
         return None
-    plans[0].run()
-    out = sets[0][2]
-    err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
-    if not err < 1e-2:
-        print(key, settings, "wrong result", err, flush=True)
+    if not first_right(plans, sets[0][2], ref, key, settings, poison=False):
         return None
     return [plan.run for plan in plans]
 
