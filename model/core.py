@@ -91,12 +91,15 @@ def cost(
     plane = tm * tn
     tiles = batch * plane
     iters = ceil(kt / c.split)
+    # split-K cuts K into slices of ceil(kt / split) steps (kernels' splitk_kernel), so only ceil(kt / iters) slices
+    # of a tile hold K-steps; the empty ones (the last slice indices, launched last) store a zero partial and leave
+    live = ceil(kt / iters)
     # Stream-K (kernels' streamk_partition): whole waves data-parallel, then the last partial wave's tiles cut
     # into ``sk_split`` aligned K-slices, one program each; a split tail reduces its fp32 partials in the kernel
     remainder = c.is_sk * (tiles % c.pprog)
     sk_split = mx(mn(mn(ops.floor(c.pprog / mx(remainder, 1.0)), ops.floor(kt / TAIL_MIN_STEPS)), TAIL_MAX_SPLIT), 1.0)
     units = remainder * sk_split
-    items = ops.where(c.is_sk, tiles - remainder + units, tiles * c.split)
+    items = ops.where(c.is_sk, tiles - remainder + units, tiles * live)
     grid = ops.where(c.is_split, items, ops.where(c.is_sk, mx(mn(c.pprog, mx(tiles - remainder, units)), 1.0),
                                                   mn(tiles, c.pprog)))  # fmt: skip
     conc = mx(mn(grid, c.slots), 1.0)
@@ -184,7 +187,8 @@ def cost(
     workspace = ops.where(reduces, units, 0.0) * c.elems * PARTIAL_BYTES
     l2_time = (total_steps * c.panel * step_bytes + 2.0 * workspace) / hw.l2_bandwidth
     hbm_bw = hw.hbm_read_bandwidth * (mn(1.0, 0.9 * active_f / hw.hbm_saturation_sms) if hw.hbm_saturation_sms else 1.0)
-    store = ops.where(c.is_sk, tiles * out_bytes, items * ops.where(c.is_split, PARTIAL_BYTES, out_bytes)) * c.elems
+    store = ops.where(c.is_sk, tiles * out_bytes, ops.where(c.is_split, tiles * c.split * PARTIAL_BYTES,
+                                                            items * out_bytes)) * c.elems  # fmt: skip
     hbm_time = (total_steps / conc * hbm_step + workspace) / hbm_bw + (store + workspace) / hw.hbm_write_bandwidth
     mem_time = mx(l2_time, hbm_time)
     kernel = mx(sm_time, mem_time)
@@ -200,7 +204,7 @@ def cost(
     second = (latency + SPLITK_ARRIVAL_TRIPS * hw.l2_latency_s + mx(partials / ws_bw, chain)
               + tiles * c.elems * out_bytes / hw.hbm_write_bandwidth)  # fmt: skip
     fixup = ops.where(c.is_split > 0, second, 0.0)
-    launch = c.launch_fixed + grid * hw.program_start_s / sm
+    launch = c.launch_fixed + ops.where(c.is_split, tiles * c.split, grid) * hw.program_start_s / sm
     total = launch + kernel + fixup
     if not detail:
         return total, {}
@@ -328,7 +332,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
             if grid < 1:
                 grid = 1
         else:
-            items = tiles * split
+            items = tiles * -(-kt // iters) if is_split else tiles  # the slices holding K-steps (core.cost)
             grid = items if is_split else (tiles if tiles < pprog else pprog)
         conc = grid if grid < slots else slots
         if conc < 1.0:
@@ -370,7 +374,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         fixed += exposed * (1.0 - is_flat)  # per work item, or once per program for a flattened loop
         sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over) + exposed * is_flat
         total_steps = full * conc * iters
-        store = (tiles * out_bytes * elems) if is_sk else items * item_bytes
+        store = (tiles * out_bytes * elems) if is_sk else (tiles * split if is_split else items) * item_bytes
         workspace = 0.0
         if rest > 0:
             it_l = -(-rest // (rest if rest < sm else sm)) * per_sm
@@ -397,7 +401,7 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         hbm_time = (total_steps / conc * hbm_step + workspace) / hbm_bw + (store + workspace) / hbm_write
         if hbm_time > kernel:
             kernel = hbm_time
-        total = launch_fixed + grid * start_per_sm + kernel
+        total = launch_fixed + (tiles * split if is_split else grid) * start_per_sm + kernel
         if is_split:
             partials = tiles * split * partial_tile
             chain = -(-tiles // sm) * split * partial_tile * split_reduce / sm_bw

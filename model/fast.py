@@ -184,6 +184,7 @@ class AlignmentClass:
         kept &= distinct | is_first
         if TILE_SLACK > 1.0:
             kept |= self._tile_representatives(centre_times)
+        kept |= self._split_neighbours(kept)
         count = kept.shape[-1]
         kept = kept.reshape(-1, count)
         low = low.reshape(-1, count) * CORNER_BOUND
@@ -215,6 +216,23 @@ class AlignmentClass:
             rep = np.zeros(centre_times.shape, dtype=bool)
             np.put_along_axis(rep, pick[..., None], True, axis=-1)
             out |= rep & close
+        return out
+
+    def _split_neighbours(self, kept: np.ndarray) -> np.ndarray:
+        """Each kept split-K config's siblings at half and twice its split (same tile, warps, stages): a split's
+        live slices, ceil(K-steps / ceil(K-steps / split)), step with K between the sample points, so the better
+        of two neighbouring depths can change inside a cell (796x1x1099: k8 best, k4 kept)."""
+        table = self.table
+        index = {
+            (c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages, c.split_k): i
+            for i, c in enumerate(table.configs) if c.variant == "splitk"
+        }  # fmt: skip
+        out = np.zeros(kept.shape, dtype=bool)
+        for (bm, bn, bk, warps, stages, split), i in index.items():
+            for other in (split // 2, split * 2):
+                j = index.get((bm, bn, bk, warps, stages, other))
+                if j is not None:
+                    out[..., j] |= kept[..., i]
         return out
 
     def _times(self, points: np.ndarray) -> np.ndarray:
@@ -255,7 +273,7 @@ class AlignmentClass:
                 tiles = -(-m // bm) * -(-n // bn)
                 k_steps = -(-k // bk)
                 iters = -(-k_steps // split)
-                items = tiles * split
+                items = tiles * -(-k_steps // iters)  # the slices holding K-steps (core.cost)
                 lower = items * iters * coef
                 if it_min:
                     conc = items if is_split else (tiles if tiles < pprog else pprog)

@@ -384,3 +384,20 @@ def test_a_tile_wider_than_the_matrix_waits_as_long_as_one_that_fits() -> None:
     wide = predict(problem, GemmConfig("persistent", 16, 128, 128, num_warps=4, num_stages=4), h200)
     assert narrow.details["concurrent"] == wide.details["concurrent"]
     assert wide.breakdown["iter_latency"] == pytest.approx(narrow.breakdown["iter_latency"], rel=1e-12)
+
+
+def test_split_k_counts_only_the_slices_that_hold_k_steps() -> None:
+    """Split-K slices are ceil(K-steps / split) steps long (kernels' splitk_kernel), so a split whose tail slices are
+    empty runs ceil(K-steps / slice length) slices with work: 6 K-steps in 4 slices are 3 slices of 2, on 3 SMs.
+    The empty ones still store a (zero) partial that the reduction reads: the fix-up follows the launched split."""
+    profile = H100
+    shape = Problem(64, 64, 6 * 128)  # one 64x64 tile, 6 K-steps of 128
+    four = predict(shape, _config("splitk/64x64x128/g8/w4/s4/k4"), profile)
+    two = predict(shape, _config("splitk/64x64x128/g8/w4/s4/k2"), profile)
+    assert four.details["items"] == 3 and four.details["iterations"] == 2
+    assert two.details["items"] == 2 and two.details["iterations"] == 3
+    # 132 tiles x 3 live slices: one wave of 396 programs would be two per SM if the empty fourth slices counted
+    wide = predict(Problem(64 * 12, 64 * 11, 6 * 128), _config("splitk/64x64x128/g8/w4/s4/k4"), profile)
+    assert wide.details["items"] == 396
+    # the reduction still reads all four partials: more than two slices' worth
+    assert four.breakdown["fixup"] > two.breakdown["fixup"]
