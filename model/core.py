@@ -162,8 +162,8 @@ def cost(
     # item's epilogue: that share of the fill latency and tile overhead is hidden, except for a program's first
     before = latency + hw.tile_overhead_s
     # a loop shorter than the pipeline: its prologue zero-fills the stages beyond its last K-step, with nothing
-    # to overlap them (per work item, once per program when flattened); scalar builds keep one stage
-    exposed = mx(c.prefetch - iters, 0.0) * zero_fill(c, a_vec, b_vec) * (0.0 if scalar else 1.0)
+    # to overlap them (per work item, once per program when flattened); only the asynchronous operand(s) prefetch
+    exposed = mx(c.prefetch - iters, 0.0) * zero_fill(c, a_vec, b_vec)
     fixed = before * (1.0 - c.flat_hide) + epilogue + exposed * (1.0 - c.is_flat)
     # a Stream-K slice: its partial stored, then its share (ceil(chunks / split) of TAIL_CHUNKS row chunks) of all
     # slices' partials read and written out through its SM, the fp32 partial traffic at 1/streamk_reduce_cost of
@@ -256,7 +256,11 @@ def zero_fill(c: Any, a_vec: float, b_vec: float) -> Any:
     ``model_zero_fill_cycles`` each (``fill_per_row``: that price per row and byte of width).  Measured with one K-step
     at 2-4 stages (reports/results/experiments, "Zero-filled stages"): a stage of 4-byte copies costs ~4x one of
     16-byte copies (H100 128x128x64: 0.67 us against 0.02-0.19)."""
-    return c.fill_per_row * (c.bm / a_vec + c.bn / b_vec)
+    # only asynchronous copies are pipelined: an element-wise operand is loaded synchronously, once per K-step, while
+    # the vector operand beside it (a mixed build) keeps its stages and zero-fills them as an all-vector build does
+    a_rows = c.bm / a_vec if a_vec >= ASYNC_COPY_MIN_BYTES else 0.0
+    b_rows = c.bn / b_vec if b_vec >= ASYNC_COPY_MIN_BYTES else 0.0
+    return c.fill_per_row * (a_rows + b_rows)
 
 
 def synchronous(a_vec: float, b_vec: float) -> bool:

@@ -80,7 +80,6 @@ class AlignmentClass:
         columns["stage_fill"] = core.zero_fill(table, a_vec, b_vec)  # one stage at this class's widths (core.cost)
         if core.synchronous(a_vec, b_vec):  # latency not hidden, no prefetches (as core.cost)
             columns["lat_div"] = 1.0 / core.scalar_batches(table, a_vec, b_vec, table.hw)
-            columns["stage_fill"] = np.zeros(len(table.configs))
             columns["stream"] = np.zeros(len(table.configs))
             columns["synchronous"] = np.ones(len(table.configs))
         self.scalar = [

@@ -253,7 +253,7 @@ def test_short_loops_pay_their_zero_filled_prologue() -> None:
     ones zero-fill their part of the stage, each warp-wide copy at ``model_zero_fill_cycles`` whatever its width, so
     rows read as 4- or 8-byte vectors take 4x / 2x the copies of 16-byte ones (H100, one K-step at 2-4 stages: a
     128x128x64 stage of 4-byte copies 0.67 us, of 16-byte ones 0.02-0.19; experiments README, "Zero-filled stages");
-    TMA copies and scalar builds have none."""
+    TMA copies and element-wise operands (loaded synchronously) have none."""
     metrics = dict(H100.metrics)
     name = "model_zero_fill_cycles"
     metrics[name] = Measurement(name=name, value=3.7, unit="cycle", method="test")
@@ -271,7 +271,10 @@ def test_short_loops_pay_their_zero_filled_prologue() -> None:
     assert zero_fill(plain, 128, 128, 192) == 0.0 and zero_fill(plain, 128, 128, 4096) == 0.0
     assert zero_fill("persistent/128x128x128/g8/w8/s3/k1/f", 128, 128, 128) == pytest.approx(4 * stage)
     assert zero_fill("tma/64x64x128/g8/w4/s4/k1/f", 128, 128, 128) == 0.0
-    assert zero_fill(plain, 128, 128, 63) == 0.0  # misaligned A rows, not copied at this size: scalar loads
+    # misaligned A rows, not copied at this size: A's element-wise loads are synchronous (no stages), while B's
+    # 16-byte copies beside them keep their four stages and zero-fill the two past the one K-step
+    assert zero_fill(plain, 128, 128, 63) == pytest.approx(2 * stage / 2)
+    assert zero_fill(plain, 128, 129, 63) == 0.0  # both operands element-wise: nothing prefetched
     # (B's 130-element rows: 4-byte vectors, A's 16-byte; 132: 8-byte; both operands 4-byte vectors at K = 66)
     assert zero_fill(plain, 128, 130, 64) == pytest.approx(2 * stage * (64 * 1 + 64 * 4) / 128)
     assert zero_fill(plain, 128, 132, 64) == pytest.approx(2 * stage * (64 * 1 + 64 * 2) / 128)
