@@ -340,6 +340,25 @@ def config_space(dtype: str, variants: tuple[str, ...] | None = None) -> tuple[G
     return tuple(config for variant in chosen for config in _space(dtype, variant))
 
 
+# split-K reduces cooperatively (every slice a share of the tile's row chunks, after all arrived: kernels' splitk COOP)
+# when at least this many slices hold at least this many partial bytes per tile and the whole grid is one program per
+# SM or fewer (every slice resident, so the spin-wait cannot starve); measured on the H100 (experiments README,
+# "Split-K: what the reduction costs"): 64x64x128 k8 0.86-0.94 of the last arriver's time, 32x128x64 k8 0.93, 16x64x128
+# k32 0.93, while 32 KB of partials per tile (16x64x128 k8) or two slices lose 2-19%
+COOP_MIN_SPLIT = 4
+COOP_MIN_PARTIAL_BYTES = 128 * 1024
+
+
+def cooperative_reduction(config: GemmConfig, tiles: int, sm_count: int) -> bool:
+    """Whether a split-K launch of ``tiles`` output tiles (batch included) reduces cooperatively (``COOP_MIN_*``)."""
+    return (
+        config.variant == "splitk"
+        and config.split_k >= COOP_MIN_SPLIT
+        and config.split_k * config.block_m * config.block_n * 4 >= COOP_MIN_PARTIAL_BYTES
+        and tiles * config.split_k <= sm_count
+    )
+
+
 def streamk_partition(tiles: int, programs: int, k_steps: int) -> tuple[int, int]:
     """(data-parallel tiles, K-slices per remaining tile) of the Stream-K variant.
 

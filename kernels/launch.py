@@ -27,6 +27,7 @@ from theodolite.kernels.config import (
     KernelLimits,
     Problem,
     issued_widths,
+    cooperative_reduction,
     legality,
     masked_edges,
     needs_aligned_copy,
@@ -713,7 +714,9 @@ def plan_gemm(
         locks = _locks(device, tiles)
         plan.steps.append(
             _Launch(splitk_kernel, (tiles, split), (*pointers, ws, locks),
-                    {**common, **epi, "SPLIT_K": split, **meta, **operand_flags, **flags}, (*psrc, None, None))
+                    {**common, **epi, "SPLIT_K": split, **meta, **operand_flags, **flags,
+                     "COOP": cooperative_reduction(config, tiles, limits.sm_count), "CHUNKS": TAIL_CHUNKS,
+                     "SPIN": not interpreting()}, (*psrc, None, None))
         )  # fmt: skip
     return plan
 

@@ -27,7 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from theodolite.kernels.config import ASYNC_COPY_MIN_BYTES, TAIL_CHUNKS, TAIL_MAX_SPLIT, TAIL_MIN_STEPS
+from theodolite.kernels.config import (
+    ASYNC_COPY_MIN_BYTES,
+    COOP_MIN_PARTIAL_BYTES,
+    COOP_MIN_SPLIT,
+    TAIL_CHUNKS,
+    TAIL_MAX_SPLIT,
+    TAIL_MIN_STEPS,
+)
 from theodolite.model.hardware import Hardware
 
 PARTIAL_BYTES = 4  # fp32 partial tiles (the kernels' split-K / Stream-K workspace)
@@ -199,6 +206,11 @@ def cost(
     partials = tiles * c.split * c.elems * PARTIAL_BYTES
     ws_bw = ops.where(partials <= hw.l2_effective_bytes, hw.l2_bandwidth, hw.hbm_read_bandwidth)
     chain = ceil(tiles / sm) * c.split * c.elems * PARTIAL_BYTES * hw.splitk_reduce_cost / hw.sm_bandwidth
+    # a cooperative reduction (kernels' splitk COOP: a deep split whose grid is one program per SM or fewer) puts that
+    # chain on every slice, each reading its ceil(TAIL_CHUNKS / split) row chunks of every partial
+    coop = ((c.is_split > 0) & (c.split >= COOP_MIN_SPLIT) & (c.split * c.elems * PARTIAL_BYTES >= COOP_MIN_PARTIAL_BYTES)
+            & (tiles * c.split <= sm))  # fmt: skip
+    chain = chain * ops.where(coop, ceil(TAIL_CHUNKS / c.split) / TAIL_CHUNKS, 1.0)
     # plus two L2 round trips on the last slice's path, as a Stream-K tail's: its arrival (the acq_rel counter
     # add, after the release of its partial) and the wait for the first partial it sums
     second = (latency + SPLITK_ARRIVAL_TRIPS * hw.l2_latency_s + mx(partials / ws_bw, chain)
@@ -409,6 +421,8 @@ def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> C
         if is_split:
             partials = tiles * split * partial_tile
             chain = -(-tiles // sm) * split * partial_tile * split_reduce / sm_bw
+            if split >= COOP_MIN_SPLIT and split * partial_tile >= COOP_MIN_PARTIAL_BYTES and tiles * split <= sm:
+                chain *= -(-TAIL_CHUNKS // split) / TAIL_CHUNKS  # a cooperative reduction (core.cost)
             spread = partials / (l2_bw if partials <= l2_eff else hbm_read)
             total += latency + SPLITK_ARRIVAL_TRIPS * l2_lat + (chain if chain > spread else spread)
             total += tiles * elems * out_bytes / hbm_write

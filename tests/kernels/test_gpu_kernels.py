@@ -6,6 +6,7 @@ Relative error is max |out - ref| / max |ref| against a float64 reference on fre
 from __future__ import annotations
 
 import pytest
+from theodolite.kernels.config import cooperative_reduction
 
 torch = pytest.importorskip("torch")
 
@@ -268,6 +269,9 @@ def test_streamk_split_tails(m: int, n: int, kk: int) -> None:
         # the space's deepest splits, on a few tiles over a long, odd K (element-wise loads; slices past K are empty)
         ("splitk/16x64x128/g8/w4/s4/k32", 19, 127, 14455),
         ("splitk/16x64x128/g8/w4/s4/k64", 19, 127, 14455),
+        # cooperative reductions (config.cooperative_reduction: every slice reduces a share after all arrived)
+        ("splitk/64x64x128/g8/w4/s4/k8", 130, 200, 5000),
+        ("splitk/32x128x64/g8/w4/s4/k8", 70, 300, 3001),
     ],
 )
 def test_deep_splitk_with_epilogue(key: str, m: int, n: int, kk: int) -> None:
@@ -284,3 +288,7 @@ def test_deep_splitk_with_epilogue(key: str, m: int, n: int, kk: int) -> None:
     assert rel_error(first, ref) <= TOL["bf16"]
     for _ in range(5):
         assert torch.equal(first, k.gemm(a, b, config, beta=0.5, c=c, bias=bias))
+    tiles = -(-m // config.block_m) * -(-n // config.block_n)
+    coop = k.plan_gemm(a, b, config, beta=0.5, c=c, bias=bias).steps[-1].kwargs["COOP"]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert coop == cooperative_reduction(config, tiles, sms)

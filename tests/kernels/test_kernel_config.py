@@ -202,3 +202,18 @@ def test_streamk_partition(tiles: int, programs: int, k_steps: int, expected: tu
     dp_tiles, split = streamk_partition(tiles, programs, k_steps)
     assert (dp_tiles, split) == expected
     assert dp_tiles % programs == 0 and (tiles - dp_tiles) * split <= programs
+
+
+def test_cooperative_reduction_rule() -> None:
+    """Split-K reduces cooperatively only where it pays and cannot starve: at least COOP_MIN_SPLIT slices holding at
+    least COOP_MIN_PARTIAL_BYTES of fp32 partials per tile, and the whole grid one program per SM or fewer."""
+    from theodolite.kernels.config import GemmConfig, cooperative_reduction
+
+    deep = GemmConfig.from_key("splitk/64x64x128/g8/w4/s4/k8")  # 8 x 16 KB of partials per tile
+    assert cooperative_reduction(deep, 16, 132)  # 128 programs
+    assert not cooperative_reduction(deep, 17, 132)  # 136 programs: more than one per SM
+    assert not cooperative_reduction(GemmConfig.from_key("splitk/64x64x128/g8/w4/s4/k4"), 16, 132)  # 64 KB
+    assert not cooperative_reduction(GemmConfig.from_key("splitk/16x64x128/g8/w4/s4/k8"), 4, 132)  # 32 KB
+    assert cooperative_reduction(GemmConfig.from_key("splitk/16x64x128/g8/w4/s4/k32"), 4, 132)  # 128 KB
+    assert not cooperative_reduction(GemmConfig.from_key("splitk/128x128x64/g8/w8/s3/k2"), 8, 132)  # two slices
+    assert not cooperative_reduction(GemmConfig.from_key("persistent/64x64x128/g8/w4/s4/k1"), 1, 132)

@@ -404,3 +404,24 @@ def test_split_k_counts_only_the_slices_that_hold_k_steps() -> None:
     assert wide.details["items"] == 396
     # the reduction still reads all four partials: more than two slices' worth
     assert four.breakdown["fixup"] > two.breakdown["fixup"]
+
+
+def test_a_cooperative_split_k_reduction_shares_the_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where split-K reduces cooperatively (kernels' config.cooperative_reduction: 8 slices of 64x64 fp32 partials,
+    one program per SM or fewer), each slice reads an eighth of every partial instead of the last arriver reading
+    them all; the rest of the time is the same."""
+    from pathlib import Path
+
+    from theodolite.model import core
+
+    from theodolite.profile.hdf5 import load_profile
+
+    profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5")
+    config = _config("splitk/64x64x128/g8/w4/s4/k8")
+    problem = Problem(64 * 4, 64 * 4, 8 * 128 * 4)  # 16 tiles, 128 programs on 132 SMs
+    coop = predict(problem, config, profile).breakdown["fixup"]
+    monkeypatch.setattr(core, "COOP_MIN_SPLIT", 10**6)  # the last arriver's reduction
+    last = predict(problem, config, profile).breakdown["fixup"]
+    hw = hardware(profile, "bf16")
+    chain = 8 * 64 * 64 * 4 * hw.splitk_reduce_cost / hw.sm_bandwidth
+    assert chain > 1e-6 and last - coop == pytest.approx(chain * 7 / 8, rel=1e-6)

@@ -1,6 +1,6 @@
 """What the device experiments share (``pitch_copy.py``, ``small_copy.py``, ``sync_prefetch.py``, ``short_k.py``,
 ``decode_tiles.py``, ``zero_fill.py``, ``deep_splitk.py``, ``splitk_reduce.py``, ``streamk_rounds.py``,
-``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``): the GPU's short name, compiling in worker processes, the
+``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``): the GPU's short name, compiling in worker processes, the
 copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
 torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
 results file, and merging an experiment's times into a committed results file."""
