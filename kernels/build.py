@@ -15,7 +15,15 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from theodolite.kernels.config import DTYPE_BYTES, TAIL_CHUNKS, GemmConfig, config_space, masked_edges
+from theodolite.kernels.config import (
+    COOP_MIN_PARTIAL_BYTES,
+    COOP_MIN_SPLIT,
+    DTYPE_BYTES,
+    TAIL_CHUNKS,
+    GemmConfig,
+    config_space,
+    masked_edges,
+)
 
 from theodolite.profile.schema import KERNEL_LOADS, KernelBuild
 
@@ -79,7 +87,12 @@ def _source(
     else:
         constexprs["BATCHED"] = False
     if config.variant == "splitk":
-        constexprs["SPLIT_K"] = config.split_k
+        # the cooperative reduction's binary where the config can reduce cooperatively (config.cooperative_reduction:
+        # the shapes it serves are one wave of programs, where that is the binary that runs)
+        coop = config.split_k >= COOP_MIN_SPLIT and config.split_k * config.block_m * config.block_n * 4 >= (
+            COOP_MIN_PARTIAL_BYTES
+        )
+        constexprs.update(SPLIT_K=config.split_k, COOP=coop, CHUNKS=TAIL_CHUNKS, SPIN=True)
     if config.variant in ("persistent", "tma"):
         constexprs["FLATTEN"] = config.flatten
     if config.variant == "streamk":

@@ -208,8 +208,8 @@ def cost(
     chain = ceil(tiles / sm) * c.split * c.elems * PARTIAL_BYTES * hw.splitk_reduce_cost / hw.sm_bandwidth
     # a cooperative reduction (kernels' splitk COOP: a deep split whose grid is one program per SM or fewer) puts that
     # chain on every slice, each reading its ceil(TAIL_CHUNKS / split) row chunks of every partial
-    coop = ((c.is_split > 0) & (c.split >= COOP_MIN_SPLIT) & (c.split * c.elems * PARTIAL_BYTES >= COOP_MIN_PARTIAL_BYTES)
-            & (tiles * c.split <= sm))  # fmt: skip
+    coop = ((c.is_split > 0) & (c.split >= COOP_MIN_SPLIT)
+            & (c.split * c.elems * PARTIAL_BYTES >= COOP_MIN_PARTIAL_BYTES) & (tiles * c.split <= sm))  # fmt: skip
     chain = chain * ops.where(coop, ceil(TAIL_CHUNKS / c.split) / TAIL_CHUNKS, 1.0)
     # plus two L2 round trips on the last slice's path, as a Stream-K tail's: its arrival (the acq_rel counter
     # add, after the release of its partial) and the wait for the first partial it sums
