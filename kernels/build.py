@@ -92,7 +92,7 @@ def _source(
         coop = config.split_k >= COOP_MIN_SPLIT and config.split_k * config.block_m * config.block_n * 4 >= (
             COOP_MIN_PARTIAL_BYTES
         )
-        constexprs.update(SPLIT_K=config.split_k, COOP=coop, CHUNKS=TAIL_CHUNKS, SPIN=True)
+        constexprs.update(SPLIT_K=config.split_k, CHUNKS=TAIL_CHUNKS, SPIN=coop)
     if config.variant in ("persistent", "tma"):
         constexprs["FLATTEN"] = config.flatten
     if config.variant == "streamk":

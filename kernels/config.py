@@ -340,7 +340,7 @@ def config_space(dtype: str, variants: tuple[str, ...] | None = None) -> tuple[G
     return tuple(config for variant in chosen for config in _space(dtype, variant))
 
 
-# split-K reduces cooperatively (every slice a share of the tile's row chunks, after all arrived: kernels' splitk COOP)
+# split-K reduces cooperatively (every slice a share of the tile's row chunks, after all arrived: kernels' splitk SPIN)
 # when at least this many slices hold at least this many partial bytes per tile and the whole grid is one program per
 # SM or fewer (every slice resident, so the spin-wait cannot starve); measured on the H100 (experiments README,
 # "Split-K: what the reduction costs"): 64x64x128 k8 0.86-0.94 of the last arriver's time, 32x128x64 k8 0.93, 16x64x128

@@ -710,13 +710,13 @@ def plan_gemm(
         from theodolite.kernels.splitk import splitk_kernel
 
         split = config.split_k
+        spin = cooperative_reduction(config, tiles, limits.sm_count) and not interpreting()  # the interpreter: serial
         ws = _workspace(device, split * tiles * config.block_m * config.block_n)
         locks = _locks(device, tiles)
         plan.steps.append(
             _Launch(splitk_kernel, (tiles, split), (*pointers, ws, locks),
                     {**common, **epi, "SPLIT_K": split, **meta, **operand_flags, **flags,
-                     "COOP": cooperative_reduction(config, tiles, limits.sm_count), "CHUNKS": TAIL_CHUNKS,
-                     "SPIN": not interpreting()}, (*psrc, None, None))
+                     "CHUNKS": TAIL_CHUNKS, "SPIN": spin}, (*psrc, None, None))
         )  # fmt: skip
     return plan
 

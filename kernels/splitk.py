@@ -1,16 +1,16 @@
 """Split-K GEMM for small M*N with large K, in one launch: ``split_k`` programs per tile write fp32
 partials; the last program of a tile to arrive (a per-tile arrival counter) adds them in fixed slice
 order and applies the epilogue (deterministic: the counter only picks who adds, never the order).
-With ``COOP`` (a deep split whose whole grid is resident at once: ``config.cooperative_reduction``) every
-slice instead waits for the others and reduces its share of the tile's row chunks, as a Stream-K tail
-does (``streamk._reduce_slices``): the last arriver's chain of ``split`` partial tiles becomes a share each.
+With ``SPIN`` (a deep split whose whole grid is resident at once: ``config.cooperative_reduction``) every
+slice instead waits for the others and reduces its share of the tile's row chunks; both are a Stream-K
+tail's reduction (``streamk._reduce_slices``): the last arriver's chain of ``split`` partial tiles becomes a share each.
 ``splitk_reduce`` is the former second-launch reduction, kept for reference and tests."""
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
-from theodolite.kernels.epilogue import epilogue, mma_tile, store_partial, sum_partials, tile_coords
+from theodolite.kernels.epilogue import epilogue, mma_tile, tile_coords
 from theodolite.kernels.persistent import RUNTIME_INTS
 from theodolite.kernels.streamk import _reduce_slices
 
@@ -28,7 +28,7 @@ def splitk_kernel(
     KA_VEC: tl.constexpr, KB_VEC: tl.constexpr, EDGE_MASK: tl.constexpr,
     PRECISION: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr, HAS_SCALE: tl.constexpr,
     OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
-    COOP: tl.constexpr = False, CHUNKS: tl.constexpr = 8, SPIN: tl.constexpr = True,
+    CHUNKS: tl.constexpr = 8, SPIN: tl.constexpr = False,
 ):  # fmt: skip
     """Grid (tiles, SPLIT_K), one launch.  Partial s of tile t goes to ws[t, s] (an fp32 BLOCK_M x BLOCK_N
     block); then the program counts itself in at lock[t], and the last of the tile's SPLIT_K programs
@@ -48,24 +48,13 @@ def splitk_kernel(
         stride_ab, stride_a, stride_bb, stride_b,
         BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR, A_VEC, B_VEC, KA_VEC, KB_VEC, PRECISION, EDGE_MASK,
     )  # fmt: skip
-    if COOP:  # same workspace layout (tile * SPLIT_K + s) and counter; every slice reduces row chunks s, s + SPLIT_K..
-        _reduce_slices(
-            acc, ws_ptr, lock_ptr, tile, s, SPLIT_K, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
-            stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
-            BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC, CHUNKS, SPIN,
-        )  # fmt: skip
-    else:
-        store_partial(acc, ws_ptr, tile.to(tl.int64) * SPLIT_K + s, BLOCK_M, BLOCK_N)
-        tl.debug_barrier()  # every thread's partial is written before the release below
-        arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
-        if arrived == SPLIT_K - 1:
-            total = sum_partials(ws_ptr, tile.to(tl.int64) * SPLIT_K, SPLIT_K, BLOCK_M, BLOCK_N)
-            tl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed", scope="gpu")
-            epilogue(
-                total, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
-                stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
-                BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
-            )  # fmt: skip
+    # the partial to ws[tile * SPLIT_K + s], counted in at lock[tile]; then the last slice to arrive reduces the tile,
+    # or (SPIN: config.cooperative_reduction on a GPU) every slice its row chunks s, s + SPLIT_K, ... after all arrived
+    _reduce_slices(
+        acc, ws_ptr, lock_ptr, tile, s, SPLIT_K, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+        stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
+        BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC, CHUNKS, SPIN,
+    )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=RUNTIME_INTS)

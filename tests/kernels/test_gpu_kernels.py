@@ -289,6 +289,6 @@ def test_deep_splitk_with_epilogue(key: str, m: int, n: int, kk: int) -> None:
     for _ in range(5):
         assert torch.equal(first, k.gemm(a, b, config, beta=0.5, c=c, bias=bias))
     tiles = -(-m // config.block_m) * -(-n // config.block_n)
-    coop = k.plan_gemm(a, b, config, beta=0.5, c=c, bias=bias).steps[-1].kwargs["COOP"]
+    coop = k.plan_gemm(a, b, config, beta=0.5, c=c, bias=bias).steps[-1].kwargs["SPIN"]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert coop == cooperative_reduction(config, tiles, sms)

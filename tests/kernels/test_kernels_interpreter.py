@@ -402,17 +402,19 @@ def test_bad_input_errors(call, message: str) -> None:  # type: ignore[no-untype
 
 
 def test_splitk_cooperative_launch_with_epilogue() -> None:
-    """A deep split whose grid fits the device (the interpreter's 16 SMs here) is launched cooperatively; the
-    interpreter runs programs one after another, so the kernel takes the reduction's non-spinning path (the last
-    slice to arrive), through the same call: right with alpha, beta*C and a bias, every tile written."""
+    """A deep split whose grid fits the device (the interpreter's 16 SMs here) may reduce cooperatively; the
+    interpreter runs programs one after another, so its launch never spins (the last slice to arrive reduces,
+    through the same reduction code): right with alpha, beta*C and a bias, every tile written."""
     from theodolite.kernels import plan_gemm
+    from theodolite.kernels.config import cooperative_reduction
 
     config = GemmConfig.from_key("splitk/64x64x128/g8/w4/s4/k8")
+    assert cooperative_reduction(config, 2, 16)
     a = operand(50, 1100, False, torch.float16)  # 2 tiles x 8 slices = 16 programs; 9 K-steps (slices of 2: 3 empty)
     b = operand(1100, 100, True, torch.float16)
     c = operand(50, 100, False, torch.float16)
     bias = torch.randn(100).to(torch.float16)
     step = plan_gemm(a, b, config, c=c, bias=bias).steps[-1]
-    assert step.kwargs["COOP"] and not step.kwargs["SPIN"]
+    assert step.kwargs["SPIN"] is False
     out = run(a, b, config, alpha=0.5, beta=2.0, c=c, bias=bias)
     check(out, a, b, torch.float16, alpha=0.5, beta=2.0, c=c, bias=bias)
