@@ -16,12 +16,11 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from theodolite.kernels.config import (
-    COOP_MIN_PARTIAL_BYTES,
-    COOP_MIN_SPLIT,
     DTYPE_BYTES,
     TAIL_CHUNKS,
     GemmConfig,
     config_space,
+    cooperative_capable,
     masked_edges,
 )
 
@@ -89,10 +88,7 @@ def _source(
     if config.variant == "splitk":
         # the cooperative reduction's binary where the config can reduce cooperatively (config.cooperative_reduction:
         # the shapes it serves are one wave of programs, where that is the binary that runs)
-        coop = config.split_k >= COOP_MIN_SPLIT and config.split_k * config.block_m * config.block_n * 4 >= (
-            COOP_MIN_PARTIAL_BYTES
-        )
-        constexprs.update(SPLIT_K=config.split_k, CHUNKS=TAIL_CHUNKS, SPIN=coop)
+        constexprs.update(SPLIT_K=config.split_k, CHUNKS=TAIL_CHUNKS, SPIN=cooperative_capable(config))
     if config.variant in ("persistent", "tma"):
         constexprs["FLATTEN"] = config.flatten
     if config.variant == "streamk":

@@ -349,14 +349,19 @@ COOP_MIN_SPLIT = 4
 COOP_MIN_PARTIAL_BYTES = 128 * 1024
 
 
-def cooperative_reduction(config: GemmConfig, tiles: int, sm_count: int) -> bool:
-    """Whether a split-K launch of ``tiles`` output tiles (batch included) reduces cooperatively (``COOP_MIN_*``)."""
+def cooperative_capable(config: GemmConfig) -> bool:
+    """Whether a split-K config is deep enough to reduce cooperatively (``COOP_MIN_*``), whatever the shape."""
     return (
         config.variant == "splitk"
         and config.split_k >= COOP_MIN_SPLIT
         and config.split_k * config.block_m * config.block_n * 4 >= COOP_MIN_PARTIAL_BYTES
-        and tiles * config.split_k <= sm_count
     )
+
+
+def cooperative_reduction(config: GemmConfig, tiles: int, sm_count: int) -> bool:
+    """Whether a split-K launch of ``tiles`` output tiles (batch included) reduces cooperatively: a capable config
+    whose grid is one program per SM or fewer."""
+    return cooperative_capable(config) and tiles * config.split_k <= sm_count
 
 
 def streamk_partition(tiles: int, programs: int, k_steps: int) -> tuple[int, int]:

@@ -206,8 +206,9 @@ def cost(
     partials = tiles * c.split * c.elems * PARTIAL_BYTES
     ws_bw = ops.where(partials <= hw.l2_effective_bytes, hw.l2_bandwidth, hw.hbm_read_bandwidth)
     chain = ceil(tiles / sm) * c.split * c.elems * PARTIAL_BYTES * hw.splitk_reduce_cost / hw.sm_bandwidth
-    # a cooperative reduction (kernels' splitk COOP: a deep split whose grid is one program per SM or fewer) puts that
-    # chain on every slice, each reading its ceil(TAIL_CHUNKS / split) row chunks of every partial
+    # a cooperative reduction (kernels' config.cooperative_reduction, vectorised here: a deep split whose grid is one
+    # program per SM or fewer) puts that chain on every slice, each reading ceil(TAIL_CHUNKS / split) row chunks of
+    # every partial
     coop = ((c.is_split > 0) & (c.split >= COOP_MIN_SPLIT)
             & (c.split * c.elems * PARTIAL_BYTES >= COOP_MIN_PARTIAL_BYTES) & (tiles * c.split <= sm))  # fmt: skip
     chain = chain * ops.where(coop, ceil(TAIL_CHUNKS / c.split) / TAIL_CHUNKS, 1.0)
