@@ -99,7 +99,8 @@ def cost(
     tiles = batch * plane
     iters = ceil(kt / c.split)
     # split-K cuts K into slices of ceil(kt / split) steps (kernels' splitk_kernel), so only ceil(kt / iters) slices
-    # of a tile hold K-steps; the empty ones (the last slice indices, launched last) store a zero partial and leave
+    # of a tile hold K-steps; the empty ones (the last slice indices, launched last) only store a zero partial (and
+    # reduce their row chunks where the reduction is cooperative)
     live = ceil(kt / iters)
     # Stream-K (kernels' streamk_partition): whole waves data-parallel, then the last partial wave's tiles cut
     # into ``sk_split`` aligned K-slices, one program each; a split tail reduces its fp32 partials in the kernel
@@ -200,7 +201,7 @@ def cost(
     mem_time = mx(l2_time, hbm_time)
     kernel = mx(sm_time, mem_time)
 
-    # ---- split-K's reduction (inside its one launch, by the last slice of each tile to arrive) ----
+    # ---- split-K's reduction (inside its one launch: by the last slice of each tile to arrive, or shared) ----
     # its chain of partial tiles moves at one SM's bandwidth (tiles beyond one per SM queue), unless the
     # aggregate workspace traffic is slower
     partials = tiles * c.split * c.elems * PARTIAL_BYTES
