@@ -26,8 +26,16 @@ import sys
 
 # (block_m, block_n, block_k, warps, stages, split_k) of the candidates (outside the space when this was written):
 # deep splits of the space's small split-K tiles, then split-K tiles that span M = 128
-CANDIDATES = ((16, 64, 128, 4, 4, 32), (16, 64, 128, 4, 4, 64), (32, 128, 64, 4, 4, 32), (32, 128, 64, 4, 4, 64),
-              (128, 64, 64, 4, 4, 2), (128, 64, 64, 4, 4, 4), (128, 64, 128, 4, 3, 2), (128, 128, 64, 8, 4, 4))
+CANDIDATES = (
+    (16, 64, 128, 4, 4, 32),
+    (16, 64, 128, 4, 4, 64),
+    (32, 128, 64, 4, 4, 32),
+    (32, 128, 64, 4, 4, 64),
+    (128, 64, 64, 4, 4, 2),
+    (128, 64, 64, 4, 4, 4),
+    (128, 64, 128, 4, 3, 2),
+    (128, 128, 64, 8, 4, 4),
+)
 EXTRA = [f"splitk/{bm}x{bn}x{bk}/g8/w{w}/s{s}/k{split}" for bm, bn, bk, w, s, split in CANDIDATES]
 KEPT = EXTRA[:2]  # 16x64x128 k32 and k64 joined the space (the 128-row tiles never won; 32x128x64 k32/k64 once)
 
@@ -68,29 +76,10 @@ def main() -> None:
     if sys.argv[1:2] == ["--merge"]:
         merge(sys.argv[2], sys.argv[3])
         return
-    from harness import add_runs, gpu_name, in_workers, time_as_validate, validate_inputs, warm, write_rows
-    from theodolite.kernels.benchmark import Timer
+    from harness import gpu_name, time_candidates
 
     gpu = gpu_name()
-    todo = shapes(gpu)
-    # compiled on the shape itself (its load class); legal shapes have small outputs, B at most ~0.5 GB per worker
-    tasks = sorted({(m, n, k, key, False) for _, m, n, k, best, extra in todo for key in best + extra})
-    print("warmed", sum(in_workers(warm, tasks)), "of", len(tasks), flush=True)
-    timer = Timer()
-    rows = []
-    for name, m, n, k, best, extra in todo:
-        inputs, sets, calls = validate_inputs(m, n, k, timer)
-        add_runs(calls, sets, best + extra, inputs.ref.float())
-        times = time_as_validate(timer, inputs, calls)
-        for c, t in times.items():
-            rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
-        old = min(times[c] for c in best if c in times)
-        new, top = min(((times[c], c) for c in extra if c in times), default=(math.inf, "-"))
-        print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, sweep best {old * 1e3:.2f} "
-              f"(x{times['torch'] / old:.2f}), deep best {new * 1e3:.2f} (x{times['torch'] / new:.2f}) {top}",
-              flush=True)  # fmt: skip
-    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/deep_splitk.py"
-    print("wrote", write_rows(f"deep-splitk-{gpu}", command, rows), file=sys.stderr)
+    print("wrote", time_candidates(shapes(gpu), "deep", f"deep-splitk-{gpu}", "deep_splitk.py"), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -176,8 +176,11 @@ def checked_runs(
 
 
 def add_runs(
-    calls: dict[str, Any], sets: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], keys: Sequence[str],
-    ref: torch.Tensor, settings: dict[str, float] | None = None,
+    calls: dict[str, Any],
+    sets: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    keys: Sequence[str],
+    ref: torch.Tensor,
+    settings: dict[str, float] | None = None,
 ) -> None:
     """``calls[key]``: each set's checked launch of config ``key`` (``checked_runs``), for every key that can run the
     problem and gives the right result."""  # fmt: skip
@@ -194,3 +197,33 @@ def write_rows(name: str, command: str, rows: list[dict[str, Any]]) -> str:
         json.dump({"device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
                    "command": command, "rows": rows}, stream, indent=1)  # fmt: skip
     return path
+
+
+def time_candidates(
+    todo: Sequence[tuple[str, int, int, int, list[str], list[str]]], label: str, file_name: str, script: str
+) -> str:
+    """Compile, then time each shape's candidate configs beside its sweep's fastest and torch.matmul (as ``validate``
+    times a shape), printing a line per shape (``label``: the candidates' name there); ``$OUT/<file_name>.json``.
+    ``todo``: (suite:name, M, N, K, the sweep's fastest configs, the candidates) per shape; its path is returned."""
+    import math
+
+    from theodolite.kernels.benchmark import Timer
+
+    # compiled on the shape itself (its load class)
+    tasks = sorted({(m, n, k, key, False) for _, m, n, k, best, extra in todo for key in best + extra})
+    print("warmed", sum(in_workers(warm, tasks)), "of", len(tasks), "shapes", len(todo), flush=True)
+    timer = Timer()
+    rows = []
+    for name, m, n, k, best, extra in todo:
+        inputs, sets, calls = validate_inputs(m, n, k, timer)
+        add_runs(calls, sets, best + extra, inputs.ref.float())
+        times = time_as_validate(timer, inputs, calls)
+        for c, t in times.items():
+            rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
+        old = min(times[c] for c in best if c in times)
+        new, top = min(((times[c], c) for c in extra if c in times), default=(math.inf, "-"))
+        print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, sweep best {old * 1e3:.2f} "
+              f"(x{times['torch'] / old:.2f}), {label} best {new * 1e3:.2f} (x{times['torch'] / new:.2f}) {top}",
+              flush=True)  # fmt: skip
+    command = f"PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/{script}"
+    return write_rows(file_name, command, rows)

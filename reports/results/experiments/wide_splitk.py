@@ -59,28 +59,10 @@ def main() -> None:
 
         print(f"{sys.argv[3]}: {merge_times(sys.argv[2], sys.argv[3], EXTRA, 'wide_splitk.py')[0]} config times added")
         return
-    from harness import add_runs, gpu_name, in_workers, time_as_validate, validate_inputs, warm, write_rows
-    from theodolite.kernels.benchmark import Timer
+    from harness import gpu_name, time_candidates
 
     gpu = gpu_name()
-    todo = shapes(gpu)
-    tasks = sorted({(m, n, k, key, False) for _, m, n, k, best, extra in todo for key in best + extra})
-    print("warmed", sum(in_workers(warm, tasks)), "of", len(tasks), "shapes", len(todo), flush=True)
-    timer = Timer()
-    rows = []
-    for name, m, n, k, best, extra in todo:
-        inputs, sets, calls = validate_inputs(m, n, k, timer)
-        add_runs(calls, sets, best + extra, inputs.ref.float())
-        times = time_as_validate(timer, inputs, calls)
-        for c, t in times.items():
-            rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
-        old = min(times[c] for c in best if c in times)
-        new, top = min(((times[c], c) for c in extra if c in times), default=(math.inf, "-"))
-        print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, sweep best {old * 1e3:.2f} "
-              f"(x{times['torch'] / old:.2f}), wide best {new * 1e3:.2f} (x{times['torch'] / new:.2f}) {top}",
-              flush=True)  # fmt: skip
-    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/wide_splitk.py"
-    print("wrote", write_rows(f"wide-splitk-{gpu}", command, rows), file=sys.stderr)
+    print("wrote", time_candidates(shapes(gpu), "wide", f"wide-splitk-{gpu}", "wide_splitk.py"), file=sys.stderr)
 
 
 if __name__ == "__main__":
