@@ -24,6 +24,8 @@ def test_speed_benchmark_reports_every_figure(monkeypatch: pytest.MonkeyPatch) -
     for name in (
         "new_shape_us",
         "new_shape_p90_us",
+        "new_shape_worst_round_us",
+        "host_reference_us",
         "repeated_us",
         "first_in_process_s",
         "first_in_process_cached_s",
@@ -38,6 +40,7 @@ def test_speed_benchmark_reports_every_figure(monkeypatch: pytest.MonkeyPatch) -
     # a cached shape is a dictionary lookup, a new one runs the model: an order of magnitude apart
     assert result["repeated_us"] < result["new_shape_us"]
     assert result["new_shape_p90_us"] >= result["new_shape_us"]
+    assert result["new_shape_worst_round_us"] >= result["new_shape_us"] and result["host_reference_us"] > 0
 
 
 def test_benchmark_shapes_are_reproducible_and_in_range() -> None:
