@@ -23,7 +23,6 @@ Structure (every hardware number from the profile via ``Hardware``):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -304,130 +303,143 @@ def hardware_tuple(hw: Hardware) -> tuple[float, ...]:
     )  # fmt: skip
 
 
-def scalar_cost(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> Callable[..., float]:
-    """``cost`` of one config as a function of (m, n, k, batch) on Python numbers, hand-inlined for speed: the
-    config's and the hardware's numbers are bound once (closure constants, derived products precomputed), so a
-    call costs only the shape-dependent arithmetic (~3 us).  Tests hold it equal to ``cost``; change both
-    together.
-    """
+def scalar_params(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> tuple[float, ...]:
+    """One config's numbers for ``scalar_time``, with everything that does not depend on the shape computed once:
+    the config's fields (``SCALAR_FIELDS`` order) and the hardware's (``hardware_tuple`` order)."""
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh,
      it_extra, stage_fill, prefetch, is_flat, stream, sync) = c  # fmt: skip
     (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, _launch, prog_start, sk_slow,
      sm_bw, sk_reduce, split_reduce) = h  # fmt: skip
     it_over = it_over + it_extra  # this config's loop bookkeeping per K-iteration
-    stream_hide = stream / lat_div  # the stage copy's streaming time beyond its latency, overlapped (core.cost)
-    per_sm = per_program if per_program > stream else stream  # an SM's programs share its streaming ceiling
-    busy = per_program + it_over  # one program's own instructions per K-step
     step_bytes = bk * e
-    request_step = panel * step_bytes
-    lat_span = hbm_lat - l2_lat
-    start_per_sm = prog_start / sm
     item_bytes = (PARTIAL_BYTES if is_split else out_bytes) * elems
     partial_tile = elems * PARTIAL_BYTES
-    item_over = tile_over * (1.0 - fh) + item_bytes / sm_bw  # per work item: its overhead and its epilogue's writes
-    kept = 1.0 - fh  # share of the fixed cost a flattened loop does not hide
+    coop = bool(is_split) and split >= COOP_MIN_SPLIT and split * partial_tile >= COOP_MIN_PARTIAL_BYTES
+    values = (
+        bm, bn, bk, gm, split, bool(is_sk), bool(is_split), pprog, slots, sm, per_program, lat_div,
+        stream / lat_div,  # stream_hide: the stage copy's streaming time beyond its latency, overlapped (core.cost)
+        per_program if per_program > stream else stream,  # per_sm: an SM's programs share its streaming ceiling
+        per_program + it_over,  # busy: one program's own instructions per K-step
+        it_over, step_bytes, panel * step_bytes, l2_lat, hbm_lat - l2_lat, prog_start / sm, item_bytes, partial_tile,
+        tile_over * (1.0 - fh) + item_bytes / sm_bw,  # item_over: per work item, its overhead and epilogue's writes
+        1.0 - fh,  # kept: the share of the fixed cost a flattened loop does not hide
+        fh, tile_over, stage_fill, prefetch, is_flat, stream, bool(sync), launch_fixed, out_bytes, elems, sm_bw,
+        sk_reduce, sk_slow, l2_bw, l2_eff, hbm_read, hbm_sat, hbm_write,
+        split * partial_tile * split_reduce / sm_bw,  # reduce_chain: one tile's reduction chain per wave of tiles
+        coop, -(-TAIL_CHUNKS // split) / TAIL_CHUNKS if split >= 1 else 1.0,
+    )  # fmt: skip
+    # fresh objects allocated one after another: a selection touches few cache lines per config
+    return tuple(v * 1.0 if type(v) is float else v for v in values)
 
-    def cost_of(m: int, n: int, k: int, batch: int = 1) -> float:
-        tm = -(-m // bm)
-        tn = -(-n // bn)
-        kt = -(-k // bk)
-        plane = tm * tn
-        tiles = batch * plane
-        iters = -(-kt // split)
-        units = remainder = 0.0
-        sk_split = 1.0
-        if is_sk:  # whole waves data-parallel, the rest in aligned K-slices (core.cost, kernels' streamk_partition)
-            remainder = tiles % pprog
-            if remainder:
-                sk_split = min(pprog // remainder, kt // TAIL_MIN_STEPS, TAIL_MAX_SPLIT)
-                if sk_split < 1:
-                    sk_split = 1.0
-            units = remainder * sk_split
-            items = tiles - remainder + units
-            grid = tiles - remainder if tiles - remainder > units else units
-            if pprog < grid:
-                grid = pprog
-            if grid < 1:
-                grid = 1
-        else:
-            items = tiles * -(-kt // iters) if is_split else tiles  # the slices holding K-steps (core.cost)
-            grid = items if is_split else (tiles if tiles < pprog else pprog)
-        conc = grid if grid < slots else slots
-        if conc < 1.0:
-            conc = 1.0
-        full = ((items - units) / conc).__floor__()
-        rest = items - full * conc
-        w = conc if conc < plane else plane
-        gmm = gm if gm < tm else tm
-        per_group = gmm * tn
-        if w <= per_group:
-            rows = gmm if gmm < w else w
-            cols = -(-w // gmm)
-        else:
-            rows = gmm * -(-w // per_group)
-            if tm < rows:
-                rows = tm
-            cols = tn
-        a_rows = rows * bm
-        b_cols = cols * bn
-        hbm_step = ((a_rows if a_rows < m else m) + (b_cols if b_cols < n else n)) * step_bytes
-        if conc > plane:
-            hbm_step *= conc / plane
-        inside = conc * ((bm if bm < m else m) + (bn if bn < n else n)) * step_bytes  # (core.cost)
-        miss = hbm_step / inside
-        latency = l2_lat + (miss if miss < 1.0 else 1.0) * lat_span
-        active_f = conc if conc < sm else sm
-        hide = latency / lat_div + stream_hide
-        if sync:  # issue, the wait, then the bookkeeping: one chain (core.cost)
-            chain = per_program + hide + it_over
-        else:
-            if stream > hide:
-                hide = stream
-            chain = busy if busy > hide else hide
-        it_f = -(-conc // active_f) * per_sm
-        if chain > it_f:
-            it_f = chain
-        fixed = latency * kept + item_over
-        exposed = (prefetch - iters) * stage_fill if iters < prefetch else 0.0  # zero-filled prologue (core.cost)
-        fixed += exposed * (1.0 - is_flat)  # per work item, or once per program for a flattened loop
-        sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over) + exposed * is_flat
-        total_steps = full * conc * iters
-        store = (tiles * out_bytes * elems) if is_sk else (tiles * split if is_split else items) * item_bytes
-        workspace = 0.0
-        if rest > 0:
-            it_l = -(-rest // (rest if rest < sm else sm)) * per_sm
-            if chain > it_l:
-                it_l = chain
-            iters_l = -(-kt // sk_split) if units else iters
-            if units > remainder:  # a split Stream-K tail (core.cost)
-                chunk_loads = -(-TAIL_CHUNKS // sk_split)
-                share = chunk_loads / TAIL_CHUNKS
-                traffic = elems * (sk_reduce * PARTIAL_BYTES * (1.0 + share * sk_split) + out_bytes * (share - 1.0))
-                round_trips = 2.0 + chunk_loads * sk_split
-                sm_time += traffic / sm_bw + round_trips * l2_lat + iters_l * it_l * (sk_slow - 1.0)
-                workspace = units * partial_tile  # through L2 twice, to HBM and back (core.cost)
-            sm_time += fixed + iters_l * it_l
-            total_steps += rest * iters_l
-        kernel = (total_steps * request_step + 2.0 * workspace) / l2_bw
-        if sm_time > kernel:
-            kernel = sm_time
-        hbm_bw = hbm_read
-        if hbm_sat:
-            share = 0.9 * active_f / hbm_sat
-            if share < 1.0:
-                hbm_bw *= share
-        hbm_time = (total_steps / conc * hbm_step + workspace) / hbm_bw + (store + workspace) / hbm_write
-        if hbm_time > kernel:
-            kernel = hbm_time
-        total = launch_fixed + (tiles * split if is_split else grid) * start_per_sm + kernel
-        if is_split:
-            partials = tiles * split * partial_tile
-            chain = -(-tiles // sm) * split * partial_tile * split_reduce / sm_bw
-            if split >= COOP_MIN_SPLIT and split * partial_tile >= COOP_MIN_PARTIAL_BYTES and tiles * split <= sm:
-                chain *= -(-TAIL_CHUNKS // split) / TAIL_CHUNKS  # a cooperative reduction (core.cost)
-            spread = partials / (l2_bw if partials <= l2_eff else hbm_read)
-            total += latency + SPLITK_ARRIVAL_TRIPS * l2_lat + (chain if chain > spread else spread)
-            total += tiles * elems * out_bytes / hbm_write
-        return total
 
-    return cost_of
+def scalar_time(p: tuple[float, ...], m: int, n: int, k: int, batch: int = 1) -> float:
+    """``cost`` of one config (``scalar_params``) on Python numbers, hand-inlined for speed (~2 us).  Tests hold it
+    equal to ``cost``; change both together."""
+    (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, sm, per_program, lat_div, stream_hide, per_sm, busy,
+     it_over, step_bytes, request_step, l2_lat, lat_span, start_per_sm, item_bytes, partial_tile, item_over, kept,
+     fh, tile_over, stage_fill, prefetch, is_flat, stream, sync, launch_fixed, out_bytes, elems, sm_bw, sk_reduce,
+     sk_slow, l2_bw, l2_eff, hbm_read, hbm_sat, hbm_write, reduce_chain, coop, coop_share) = p  # fmt: skip
+    tm = -(-m // bm)
+    tn = -(-n // bn)
+    kt = -(-k // bk)
+    plane = tm * tn
+    tiles = batch * plane
+    iters = -(-kt // split)
+    units = remainder = 0.0
+    sk_split = 1.0
+    if is_sk:  # whole waves data-parallel, the rest in aligned K-slices (core.cost, kernels' streamk_partition)
+        remainder = tiles % pprog
+        if remainder:
+            sk_split = min(pprog // remainder, kt // TAIL_MIN_STEPS, TAIL_MAX_SPLIT)
+            if sk_split < 1:
+                sk_split = 1.0
+        units = remainder * sk_split
+        items = tiles - remainder + units
+        grid = tiles - remainder if tiles - remainder > units else units
+        if pprog < grid:
+            grid = pprog
+        if grid < 1:
+            grid = 1
+    elif is_split:
+        items = tiles * -(-kt // iters)  # the slices holding K-steps (core.cost)
+        grid = items
+    else:
+        items = tiles
+        grid = tiles if tiles < pprog else pprog
+    conc = grid if grid < slots else slots
+    if conc < 1.0:
+        conc = 1.0
+    full = ((items - units) / conc).__floor__()
+    rest = items - full * conc
+    w = conc if conc < plane else plane
+    gmm = gm if gm < tm else tm
+    per_group = gmm * tn
+    if w <= per_group:
+        rows = gmm if gmm < w else w
+        cols = -(-w // gmm)
+    else:
+        rows = gmm * -(-w // per_group)
+        if tm < rows:
+            rows = tm
+        cols = tn
+    a_rows = rows * bm
+    b_cols = cols * bn
+    hbm_step = ((a_rows if a_rows < m else m) + (b_cols if b_cols < n else n)) * step_bytes
+    if conc > plane:
+        hbm_step *= conc / plane
+    inside = conc * ((bm if bm < m else m) + (bn if bn < n else n)) * step_bytes  # (core.cost)
+    miss = hbm_step / inside
+    latency = l2_lat + (miss if miss < 1.0 else 1.0) * lat_span
+    active_f = conc if conc < sm else sm
+    hide = latency / lat_div + stream_hide
+    if sync:  # issue, the wait, then the bookkeeping: one chain (core.cost)
+        chain = per_program + hide + it_over
+    else:
+        if stream > hide:
+            hide = stream
+        chain = busy if busy > hide else hide
+    it_f = -(-conc // active_f) * per_sm
+    if chain > it_f:
+        it_f = chain
+    fixed = latency * kept + item_over
+    exposed = (prefetch - iters) * stage_fill if iters < prefetch else 0.0  # zero-filled prologue (core.cost)
+    fixed += exposed * (1.0 - is_flat)  # per work item, or once per program for a flattened loop
+    sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over) + exposed * is_flat
+    total_steps = full * conc * iters
+    store = (tiles * out_bytes * elems) if is_sk else (tiles * split if is_split else items) * item_bytes
+    workspace = 0.0
+    if rest > 0:
+        it_l = -(-rest // (rest if rest < sm else sm)) * per_sm
+        if chain > it_l:
+            it_l = chain
+        iters_l = -(-kt // sk_split) if units else iters
+        if units > remainder:  # a split Stream-K tail (core.cost)
+            chunk_loads = -(-TAIL_CHUNKS // sk_split)
+            share = chunk_loads / TAIL_CHUNKS
+            traffic = elems * (sk_reduce * PARTIAL_BYTES * (1.0 + share * sk_split) + out_bytes * (share - 1.0))
+            round_trips = 2.0 + chunk_loads * sk_split
+            sm_time += traffic / sm_bw + round_trips * l2_lat + iters_l * it_l * (sk_slow - 1.0)
+            workspace = units * partial_tile  # through L2 twice, to HBM and back (core.cost)
+        sm_time += fixed + iters_l * it_l
+        total_steps += rest * iters_l
+    kernel = (total_steps * request_step + 2.0 * workspace) / l2_bw
+    if sm_time > kernel:
+        kernel = sm_time
+    hbm_bw = hbm_read
+    if hbm_sat:
+        share = 0.9 * active_f / hbm_sat
+        if share < 1.0:
+            hbm_bw *= share
+    hbm_time = (total_steps / conc * hbm_step + workspace) / hbm_bw + (store + workspace) / hbm_write
+    if hbm_time > kernel:
+        kernel = hbm_time
+    if not is_split:
+        return launch_fixed + grid * start_per_sm + kernel
+    total = launch_fixed + tiles * split * start_per_sm + kernel
+    partials = tiles * split * partial_tile
+    chain = -(-tiles // sm) * reduce_chain
+    if coop and tiles * split <= sm:
+        chain *= coop_share  # a cooperative reduction (core.cost)
+    spread = partials / (l2_bw if partials <= l2_eff else hbm_read)
+    total += latency + SPLITK_ARRIVAL_TRIPS * l2_lat + (chain if chain > spread else spread)
+    return total + tiles * elems * out_bytes / hbm_write

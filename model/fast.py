@@ -5,8 +5,11 @@ of shapes (M, N, K at two points per octave, 1 .. 262144) and on the centres of 
 cell keeps as candidates the configs that are best at any of its 8 corners or its centre (the
 centre catches winners that wave quantization makes best only inside the cell), and each output
 tile shape's best config at the centre when it is close to the centre's best (TILE_SLACK: a tile
-whose waves fill up only between the sample points).  A new shape then
-costs one cell lookup and the exact model (``core.scalar_cost``) on those candidates, the one best
+whose waves fill up only between the sample points).  Such a tile representative is an unconditional
+candidate where it wins at a point of a small lattice inside the cell (INSIDE_SAMPLES); elsewhere it is
+tried only for shapes where its work fills the SMs' program slots more evenly than at the centre (its
+one advantage between the sample points), which keeps most of them out of a selection.  A new shape then
+costs one cell lookup and the exact model (``core.scalar_time``) on those candidates, the one best
 at the cell's centre first, the rest skipped when a lower bound of their cost (analytic, or the
 lowest corner cost) already exceeds the best found.  A candidate within NEAR_TIE of the cell's
 centre winner at every sample point (a near-twin there) is not kept.  Shapes outside the grid,
@@ -55,8 +58,14 @@ NEAR_TIE = 0.001
 # TILE_SLACK of the centre's best: wave quantization can make a tile best only between the sample points (dev167,
 # 1006x2079x1772: 128x64 tiles fill exactly two per SM there, at no sample point), and the bounds in best_of
 # discard such a tile cheaply where its waves are not favourable.  1.1 cut the fast path's misses of the exact
-# argmin on 1200 random shapes from 19 to 11 (measured H100 profile; worst 0.89 -> 0.97) for ~4 us per selection
+# argmin on 1200 random shapes from 19 to 11 (measured H100 profile; worst 0.89 -> 0.97) for ~4 us per selection,
+# while every representative was tried wherever its bound allowed (4.35 cost evaluations per selection); tried only
+# where they win inside the cell or fill the SMs better than at its centre: 2.3, for 11 misses (worst 0.969)
 TILE_SLACK = 1.1
+# a tile representative stays a candidate only where it wins (within INSIDE_SLACK of the best) at one of
+# INSIDE_SAMPLES^3 points inside the cell (a lattice in log space, between the corners and the centre)
+INSIDE_SAMPLES = (2, 2, 1)  # along M, N, K (4, 4, 2: no fewer misses of the full argmin, 2x the build time)
+INSIDE_SLACK = 1.0
 CANDIDATE_RANKS = 1  # 1: each point keeps only its best (2 cut fast-path misses further but cost ~2 us per selection)
 
 _TOP = GRID_LOG2_MAX * STEPS_PER_OCTAVE
@@ -87,7 +96,9 @@ class AlignmentClass:
             for i in range(len(table.configs))
         ]
         self.hw = (table.hw.element_bytes, *table.hw_tuple[1:])
-        self.costs = [core.scalar_cost(fields, self.hw, out_bytes) for fields in self.scalar]
+        # one tuple per config for core.scalar_time (not a closure per config: a new shape's selection is bound by
+        # the cache lines it touches, and a closure's cells and their numbers lie scattered)
+        self.params = [core.scalar_params(fields, self.hw, out_bytes) for fields in self.scalar]
         # twin[i]: the first config whose cost equals config i's for every shape (and legality class)
         signature: dict[tuple[object, ...], int] = {}
         self.twin = [
@@ -120,13 +131,17 @@ class AlignmentClass:
         fixed_min = fixed_min * (1.0 - table.flat_hide)  # a flattened loop hides this share (core.cost)
         # plus the epilogue (exactly core.cost's: the work item's tile written at one SM's bandwidth)
         fixed_min = fixed_min + table.elems * np.where(table.is_splitk, core.PARTIAL_BYTES, out_bytes) / hw.sm_bandwidth
+        # the programs an SM holds share its matrix units and read ceiling: a K-step takes at least their count
+        # times each one's share (core.cost's it_f), however well their latency hides
+        per_sm = np.where(table.is_streamk, 0.0, np.maximum(per_program, stream))
+        sm_count = float(np.max(table.sm))
         self.bound = [
             (int(table.bm[i]), int(table.bn[i]), int(table.bk[i]), int(table.split[i]), float(coef[i]),
              int(view.slots[i]), int(table.pprog[i]), bool(table.is_splitk[i]), float(it_min[i]),
-             float(table.launch_fixed[i]), float(fixed_min[i] / max(float(it_min[i]), 1e-30)))
+             float(table.launch_fixed[i]), float(fixed_min[i]), float(per_sm[i]), sm_count)
             for i in range(len(table.configs))
         ]  # fmt: skip
-        self.grid: list[tuple[tuple[int, float], ...]] | None = None
+        self.grid: grid_cache.Grid | None = None
         # the binaries this class runs (scalar loads when an operand is misaligned and not copied): a config
         # whose binary spills or overflows shared memory is illegal for every shape of the class, so it must
         # not take a cell's candidate place (else whole cells fall back to the full space)
@@ -134,7 +149,7 @@ class AlignmentClass:
         smem = table.hw.limits.smem_bytes_per_block
         self.build_ok = np.array([b is None or (b.n_spills == 0 and b.shared_bytes <= smem) for b in builds])
 
-    def build(self) -> list[tuple[tuple[int, float], ...]]:
+    def build(self) -> grid_cache.Grid:
         """Candidates per grid cell: the (deduplicated) configs within CANDIDATE_SLACK of the best at any of its 8
         corners or at its centre, most likely winner first, each with a bound on its cost inside the cell."""
         if self.grid is not None:
@@ -154,10 +169,10 @@ class AlignmentClass:
         return grid_cache.grid_key((
             fingerprint(table.profile), table.dtype, table.keys, table.hw, self.a_vec, self.b_vec, self.out_bytes,
             self.tma_ok, GRID_LOG2_MAX, STEPS_PER_OCTAVE, CANDIDATE_SLACK, CORNER_BOUND, NEAR_TIE, CANDIDATE_RANKS,
-            TILE_SLACK,
+            TILE_SLACK, INSIDE_SAMPLES, INSIDE_SLACK,
         ))  # fmt: skip
 
-    def _build(self) -> list[tuple[tuple[int, float], ...]]:
+    def _build(self) -> grid_cache.Grid:
         top = _TOP
         points = 2.0 ** (np.arange(top + 1) / STEPS_PER_OCTAVE)
         centres = 2.0 ** ((np.arange(top) + 0.5) / STEPS_PER_OCTAVE)
@@ -181,25 +196,51 @@ class AlignmentClass:
         is_first = np.zeros(kept.shape, dtype=bool)
         np.put_along_axis(is_first, first, True, axis=-1)
         kept &= distinct | is_first
+        cond: np.ndarray = np.zeros(kept.shape, dtype=bool)
         if TILE_SLACK > 1.0:
-            kept |= self._tile_representatives(centre_times)
+            reps = self._tile_representatives(centre_times) & ~kept
+            inside = self._win_inside(kept, reps) if INSIDE_SAMPLES else reps
+            kept |= inside
+            cond = reps & ~inside  # the rest: candidates only where their waves fill better than at the centre
         kept |= self._split_neighbours(kept)
         count = kept.shape[-1]
         kept = kept.reshape(-1, count)
+        cond = cond.reshape(-1, count)
         low = low.reshape(-1, count) * CORNER_BOUND
         twin = np.array(self.twin)
         for i in np.flatnonzero(twin != np.arange(count)):  # twins cost the same: keep the first of each
-            kept[:, twin[i]] |= kept[:, i]
-            kept[:, i] = False
+            for mask in (kept, cond):
+                mask[:, twin[i]] |= mask[:, i]
+                mask[:, i] = False
+        cond &= ~kept
+        every = kept | cond
         # most likely winner first: the cost at the cell's centre
-        order_key = np.where(kept, centre_times.reshape(-1, count), np.inf)
+        order_key = np.where(every, centre_times.reshape(-1, count), np.inf)
         order = np.argsort(order_key, axis=1, kind="stable")
-        sizes = kept.sum(axis=1)
+        sizes = every.sum(axis=1)
         ordered_low = np.take_along_axis(low, order, axis=1)
-        return [
-            tuple(zip(order[r, : sizes[r]].tolist(), ordered_low[r, : sizes[r]].tolist(), strict=True))
-            for r in range(kept.shape[0])
-        ]
+        used = np.arange(count)[None, :] < sizes[:, None]
+        rows = np.repeat(np.arange(every.shape[0]), sizes)
+        cfg, low_flat = order[used], ordered_low[used]
+        fill = np.zeros(cfg.size)
+        pick = np.flatnonzero(cond[rows, cfg])
+        im, jn, lk = np.unravel_index(rows[pick], (top, top, top))
+        fill[pick] = self._fill(centres[im], centres[jn], centres[lk], cfg[pick])
+        triples = list(zip(cfg.tolist(), low_flat.tolist(), fill.tolist(), strict=True))
+        ends = np.cumsum(sizes).tolist()
+        return [tuple(triples[start:end]) for start, end in zip([0, *ends[:-1]], ends, strict=True)]
+
+    def _fill(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, cfg: np.ndarray) -> np.ndarray:
+        """Work items / (waves x the busiest SM's programs x SMs) of each config at each shape: how evenly its work
+        fills the SMs' program slots (as best_of computes it for a conditional candidate)."""
+        table, view = self.table, self.view
+        tiles = np.ceil(m / table.bm[cfg]) * np.ceil(n / table.bn[cfg])
+        k_steps = np.ceil(k / table.bk[cfg])
+        iters = np.ceil(k_steps / table.split[cfg])
+        items = tiles * np.ceil(k_steps / iters)
+        conc = np.minimum(np.where(table.is_splitk[cfg], items, np.minimum(tiles, table.pprog[cfg])), view.slots[cfg])
+        sms = float(np.max(table.sm))
+        return items / (np.ceil(items / conc) * np.ceil(conc / sms) * sms)  # type: ignore[no-any-return]
 
     def _tile_representatives(self, centre_times: np.ndarray) -> np.ndarray:
         """Per cell, each output tile shape's best config at the centre when within TILE_SLACK of the centre's best."""
@@ -216,6 +257,63 @@ class AlignmentClass:
             np.put_along_axis(rep, pick[..., None], True, axis=-1)
             out |= rep & close
         return out
+
+    def _win_inside(self, kept: np.ndarray, reps: np.ndarray) -> np.ndarray:
+        """The tile representatives that win somewhere inside their cell: at one of INSIDE_SAMPLES^3 points of its
+        interior (a lattice in log space), within INSIDE_SLACK of the best of the cell's candidates and
+        representatives there.  Most representatives never do (their waves are not favourable anywhere in the
+        cell), and each one kept costs a new shape's selection a bound or an evaluation."""
+        top = kept.shape[0]
+        count = kept.shape[-1]
+        both = (kept | reps).reshape(-1, count)
+        cell, cfg = np.nonzero(both)  # grouped by cell, in order
+        if cell.size == 0:
+            return reps
+        starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+        group = np.cumsum(np.r_[False, cell[1:] != cell[:-1]])  # each pair's index into starts
+        im, jn, lk = np.unravel_index(cell, (top, top, top))
+        won = np.zeros(cell.size, dtype=bool)
+        fm, fn, fk = ((np.arange(count_) + 0.5) / count_ for count_ in INSIDE_SAMPLES)
+        for a in fm:
+            for b in fn:
+                for c in fk:
+                    m = 2.0 ** ((im + a) / STEPS_PER_OCTAVE)
+                    n = 2.0 ** ((jn + b) / STEPS_PER_OCTAVE)
+                    k = 2.0 ** ((lk + c) / STEPS_PER_OCTAVE)
+                    times = self._pair_times(m, n, k, cfg)
+                    lowest = np.minimum.reduceat(times, starts)[group]
+                    won |= times <= lowest * INSIDE_SLACK
+        out = np.zeros(both.shape, dtype=bool)
+        out[cell[won], cfg[won]] = True
+        return reps & out.reshape(reps.shape)
+
+    def _pair_times(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, cfg: np.ndarray) -> np.ndarray:
+        """The model (inf where illegal) for each (shape, config index) pair: the config arrays gathered per pair."""
+        times = np.empty(cfg.size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for s in range(0, cfg.size, GRID_CHUNK * 64):
+                part = slice(s, s + GRID_CHUNK * 64)
+                times[part] = self._legal_times(m[part], n[part], k[part], cfg[part])
+        return times
+
+    def _legal_times(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, cfg: np.ndarray) -> np.ndarray:
+        table = self.table
+        view = _Gathered(self.view, cfg, len(table.configs))
+        times, _ = core.cost(m, n, k, 1, self.a_vec, self.b_vec, self.out_bytes, view, table.hw, core.NumpyOps)
+        legal = self._legal(m, n, k, cfg)
+        return np.where(legal, times, np.inf)
+
+    def _legal(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, cfg: np.ndarray | slice) -> np.ndarray:
+        """As legality for the class: the binary launches and fits, TMA where allowed, split-K's K and tile limits
+        (``cfg``: the config of each shape, or a slice of all configs for every shape)."""
+        table = self.table
+        legal = self.view.fit_ok[cfg] & self.build_ok[cfg] & (~table.is_tma[cfg] | self.tma_ok)
+        split, bk = table.split[cfg], table.bk[cfg]
+        legal = legal & ((split <= 1) | (split * bk <= k))
+        if table._splitk_limit is not None:  # legality's split-K tile limit
+            tiles = np.ceil(m / table.bm[cfg]) * np.ceil(n / table.bn[cfg])
+            legal = legal & (~table.is_splitk[cfg] | (tiles <= table._splitk_limit))
+        return legal  # type: ignore[no-any-return]
 
     def _split_neighbours(self, kept: np.ndarray) -> np.ndarray:
         """Each kept split-K config's siblings at half and twice its split (same tile, warps, stages): a split's
@@ -249,44 +347,64 @@ class AlignmentClass:
                     m[part], n[part], k[part], 1, self.a_vec, self.b_vec, self.out_bytes, self.view, table.hw,
                     core.NumpyOps,
                 )  # fmt: skip
-        legal = self.view.fit_ok[None, :] & self.build_ok[None, :] & (~table.is_tma[None, :] | self.tma_ok)
-        legal = legal & ((table.split[None, :] <= 1) | (table.split[None, :] * table.bk[None, :] <= k))
-        if table._splitk_limit is not None:  # legality's split-K tile limit
-            tiles = np.ceil(m / table.bm[None, :]) * np.ceil(n / table.bn[None, :])
-            legal = legal & (~table.is_splitk[None, :] | (tiles <= table._splitk_limit))
+        legal = self._legal(m, n, k, slice(None))
         return np.where(legal, times, np.inf).reshape(g, g, g, -1)
 
     def best_of(
-        self, cands: tuple[tuple[int, float], ...], legal: Sequence[bool], m: int, n: int, k: int
+        self, cands: tuple[tuple[int, float, float], ...], legal: Sequence[bool], m: int, n: int, k: int
     ) -> tuple[int, float] | None:
         """The exact model on the legal candidates: (index, seconds without copies), first index on ties."""
-        costs, bound = self.costs, self.bound
+        params, bound, time = self.params, self.bound, core.scalar_time
         best_i, best_t = -1, math.inf
-        for i, corner_low in cands:
+        for i, corner_low, centre_fill in cands:
             if not legal[i]:
                 continue
             if best_i >= 0:
                 if corner_low > best_t:
                     continue
-                bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch, fixed_its = bound[i]
+                bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch, fixed_min, per_sm, sms = bound[i]
                 tiles = -(-m // bm) * -(-n // bn)
                 k_steps = -(-k // bk)
                 iters = -(-k_steps // split)
                 items = tiles * -(-k_steps // iters)  # the slices holding K-steps (core.cost)
+                conc = items if is_split else (tiles if tiles < pprog else pprog)
+                if conc > slots:
+                    conc = slots
+                full, rest = divmod(items, conc)
+                # a tile representative that wins nowhere inside the cell is tried only where its work fills the SMs
+                # more evenly than at the cell's centre (its wave quantization favourable between the sample points)
+                if centre_fill and items <= centre_fill * (full + (rest > 0)) * -(-conc // sms) * sms:
+                    continue
                 lower = items * iters * coef
                 if it_min:
-                    conc = items if is_split else (tiles if tiles < pprog else pprog)
-                    if conc > slots:
-                        conc = slots
-                    waves_time = -(-items // conc) * (iters + fixed_its) * it_min
+                    step = -(-conc // sms) * per_sm
+                    if step < it_min:
+                        step = it_min
+                    waves_time = full * (iters * step + fixed_min)
+                    if rest:  # the last wave's SMs hold fewer programs
+                        step = -(-rest // (rest if rest < sms else sms)) * per_sm
+                        waves_time += iters * (step if step > it_min else it_min) + fixed_min
                     if waves_time > lower:
                         lower = waves_time
                 if (launch + lower) * BOUND_MARGIN > best_t:
                     continue
-            t = costs[i](m, n, k)
+            t = time(params[i], m, n, k)
             if t < best_t or (t == best_t and i < best_i):
                 best_i, best_t = i, t
         return (best_i, best_t) if best_i >= 0 else None
+
+
+class _Gathered:
+    """A config table's arrays indexed by ``cfg`` (one config per evaluated shape); scalars as they are."""
+
+    def __init__(self, view: ConfigTable, cfg: np.ndarray, count: int) -> None:
+        self._view, self._cfg, self._count = view, cfg, count
+
+    def __getattr__(self, name: str) -> object:
+        value = getattr(self._view, name)
+        if isinstance(value, np.ndarray) and value.shape[:1] == (self._count,):
+            return value[self._cfg]
+        return value
 
 
 def _differs(times: np.ndarray, first: np.ndarray) -> np.ndarray:

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = 1  # bump when the file layout changes
+FORMAT = 2  # bump when the file layout changes (2: each candidate's centre fill)
 # modules whose source decides a grid (the cost formula, its inputs, the config space and legality)
 _SOURCES = ("core", "fast", "predict", "compute", "memory", "occupancy", "hardware", "variants")
 
-Grid = list[tuple[tuple[int, float], ...]]
+# per cell: (config index, lower bound of its cost in the cell, its waves' fill at the centre or 0: unconditional)
+Grid = list[tuple[tuple[int, float, float], ...]]
 
 
 def cache_dir() -> Path | None:
@@ -70,16 +71,16 @@ def load(key: str, cells: int, configs: int) -> Grid | None:
     path = folder / f"{key}.npz"
     try:
         with np.load(path, allow_pickle=False) as data:
-            offsets, index, low = data["offsets"], data["index"], data["low"]
+            offsets, index, low, fill = data["offsets"], data["index"], data["low"], data["fill"]
     except (OSError, KeyError, ValueError):
         return None
-    if offsets.shape != (cells + 1,) or index.shape != low.shape or int(offsets[-1]) != index.size:
+    if offsets.shape != (cells + 1,) or not index.shape == low.shape == fill.shape or int(offsets[-1]) != index.size:
         return None
     if index.size and (int(index.min()) < 0 or int(index.max()) >= configs):
         return None
     ends = offsets.tolist()
-    pairs = list(zip(index.tolist(), low.tolist(), strict=True))
-    return [tuple(pairs[ends[r] : ends[r + 1]]) for r in range(cells)]
+    triples = list(zip(index.tolist(), low.tolist(), fill.tolist(), strict=True))
+    return [tuple(triples[ends[r] : ends[r + 1]]) for r in range(cells)]
 
 
 def save(key: str, grid: Grid) -> None:
@@ -89,14 +90,15 @@ def save(key: str, grid: Grid) -> None:
         return
     sizes = np.fromiter((len(cell) for cell in grid), dtype=np.int64, count=len(grid))
     offsets = np.concatenate(([0], np.cumsum(sizes)))
-    index = np.fromiter((i for cell in grid for i, _ in cell), dtype=np.int32, count=int(offsets[-1]))
-    low = np.fromiter((x for cell in grid for _, x in cell), dtype=np.float64, count=int(offsets[-1]))
+    index = np.fromiter((i for cell in grid for i, _, _ in cell), dtype=np.int32, count=int(offsets[-1]))
+    low = np.fromiter((x for cell in grid for _, x, _ in cell), dtype=np.float64, count=int(offsets[-1]))
+    fill = np.fromiter((f for cell in grid for _, _, f in cell), dtype=np.float64, count=int(offsets[-1]))
     try:
         folder.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
         try:
             with os.fdopen(handle, "wb") as stream:
-                np.savez(stream, offsets=offsets, index=index, low=low)
+                np.savez(stream, offsets=offsets, index=index, low=low, fill=fill)
             os.replace(temporary, folder / f"{key}.npz")
         finally:
             if os.path.exists(temporary):

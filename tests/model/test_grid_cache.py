@@ -62,15 +62,15 @@ def test_unreadable_or_foreign_files_are_ignored(cache: Path) -> None:
     key = "0" * 32
     (cache / f"{key}.npz").write_bytes(b"not an npz file")
     assert grid_cache.load(key, 10, 5) is None
-    grid_cache.save(key, [((0, 1.0),)] * 3)  # a grid of another size under the same name
+    grid_cache.save(key, [((0, 1.0, 0.0),)] * 3)  # a grid of another size under the same name
     assert grid_cache.load(key, 10, 5) is None
-    assert grid_cache.load(key, 3, 5) == [((0, 1.0),)] * 3
-    grid_cache.save(key, [((7, 1.0),)] * 3)  # an index beyond the config count
+    assert grid_cache.load(key, 3, 5) == [((0, 1.0, 0.0),)] * 3
+    grid_cache.save(key, [((7, 1.0, 0.0),)] * 3)  # an index beyond the config count
     assert grid_cache.load(key, 3, 5) is None
 
 
 def test_the_cache_can_be_turned_off(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THEODOLITE_GRID_CACHE", "0")
     assert grid_cache.cache_dir() is None
-    grid_cache.save("1" * 32, [((0, 1.0),)])
+    grid_cache.save("1" * 32, [((0, 1.0, 0.0),)])
     assert not cache.exists()

@@ -61,8 +61,8 @@ def test_scalar_cost_equals_vector_cost(profile) -> None:  # type: ignore[no-unt
             klass = fast.alignment_class(table, a_vec, b_vec, problem.output_bytes, True)
             view = table.for_loads(operand_loads(problem))  # the residency of the binary that runs
             vector, _ = core.cost(m, n, k, 1, a_vec, b_vec, problem.output_bytes, view, table.hw, core.NumpyOps)
-            for i, fields in enumerate(klass.scalar):
-                scalar = core.scalar_cost(fields, klass.hw, problem.output_bytes)(m, n, k, 1)
+            for i, params in enumerate(klass.params):
+                scalar = core.scalar_time(params, m, n, k, 1)
                 assert scalar == pytest.approx(float(vector[i]), rel=1e-12), table.keys[i]
 
 
@@ -191,3 +191,43 @@ def test_tma_iteration_overhead_costs_tma_configs_only() -> None:
     assert slow.time_s >= base.time_s
     assert predict(problem, persistent, costly).time_s == pytest.approx(predict(problem, persistent, H100).time_s)
     clear_tables()
+
+
+def test_a_tile_that_fills_the_sms_only_between_sample_points_is_tried() -> None:
+    """dev167, 1006x2079x1772 on the measured H100: 128x64 tiles fill exactly two per SM there (8 x 33 = 264 tiles)
+    and at no sample point of the cell, so the winner is a conditional candidate (a tile representative tried only
+    where its work fills the SMs more evenly than at the centre); dropping those picked 128x256 (0.84 measured)."""
+    table = table_for(_bundled_h100(), "bf16")
+    m, n, k = 1006, 2079, 1772
+    problem = Problem(m, n, k)
+    i_fast, _ = fast.choose_fast(table, problem)
+    i_full, _ = choose_index(table, problem)
+    assert i_fast == i_full and table.configs[i_full].block_m == 128 and table.configs[i_full].block_n == 64
+    a_vec, b_vec, _ = alignment(problem, table.hw)
+    klass = fast.alignment_class(table, a_vec, b_vec, problem.output_bytes, True)
+    fills = {i: fill for i, _, fill in klass.build()[fast.cell_index(m, n, k)]}  # type: ignore[index]
+    assert fills[klass.twin[i_full]] > 0.0  # conditional: it won at no sample point
+
+
+def test_best_of_prunes_only_what_cannot_win() -> None:
+    """The lower bounds in best_of never discard a config that beats the best found so far: for pairs of legal
+    configs (a, b) with b faster than a, best_of((a, b)) evaluates a, then must not prune b."""
+    table = table_for(_bundled_h100(), "bf16")
+    rng = random.Random(6)
+    pairs = 0
+    for m, n, k in _shapes(150, 5):
+        problem = Problem(m, n, k)
+        a_vec, b_vec, copies = alignment(problem, table.hw)
+        mask = table.legal_mask(problem)
+        tma_ok = (problem.a_aligned or copies[0]) and (problem.b_aligned or copies[1])  # as choose_fast
+        klass = fast.alignment_class(table, a_vec, b_vec, problem.output_bytes, tma_ok)
+        legal = [i for i in range(len(table.configs)) if mask[i]]
+        sample = rng.sample(legal, min(40, len(legal)))
+        times = {i: core.scalar_time(klass.params[i], m, n, k) for i in sample}
+        ranked = sorted(sample, key=times.__getitem__)
+        for faster, slower in zip(ranked, ranked[1:], strict=False):  # neighbours in time: the tightest pairs
+            got = klass.best_of(((slower, 0.0, 0.0), (faster, 0.0, 0.0)), mask, m, n, k)
+            if times[faster] < times[slower]:
+                assert got is not None and got[0] == faster, (m, n, k, table.keys[faster], table.keys[slower])
+                pairs += 1
+    assert pairs > 3000
