@@ -88,7 +88,10 @@ def test_fast_pick_is_the_full_argmin_on_the_measured_profile() -> None:
     """The measured profile's misaligned classes and per-class residency: wave quantization inside a cell
     (without fast.TILE_SLACK: 19 misses of 1200, the worst at 0.89 of the argmin's predicted time).  Since the
     element-wise parameters were refit for the int32-offset kernels (2026-11-26): 9 misses, the worst 0.947
-    (4397x96x713 "scalar-a": split-K 32x128x64 k2 kept, persistent 64x32x128 not; TILE_SLACK 1.15 does not catch it)."""
+    (4397x96x713 "scalar-a": split-K 32x128x64 k2 kept, persistent 64x32x128 not; TILE_SLACK 1.15 does not catch it).
+    With tile representatives tried only where they win inside the cell or fill the SMs better than at its centre
+    (2026-11-26, eighteenth session): 11 misses, the worst 0.969 (2094x959x2407: tma 64x256 s4, whose tile's
+    representative is another config)."""
     table = table_for(_bundled_h100(), "bf16")
     worse = []
     for m, n, k in _shapes(600, 2):
