@@ -395,12 +395,15 @@ def legality(
     problem: Problem,
     limits: KernelLimits,
     build: KernelBuild | None = None,
+    shape_rules: bool = True,
 ) -> str | None:
     """Why ``config`` cannot (or must not) run ``problem`` on this hardware; None when it can.
 
     ``build`` is what the compiler produced for this config on this architecture (from the
     profile): when present, its real shared memory, registers and spills decide; otherwise a
-    conservative estimate from the tile does.
+    conservative estimate from the tile does.  ``shape_rules=False`` leaves out split-K's two rules on the
+    problem's sizes (K deep enough for the slices, few enough output tiles), for a caller that applies them
+    per shape itself (the model's fast path: one legality mask then serves every size of a kind of problem).
     """
     if not limits.supports(problem.dtype):
         return f"dtype {problem.dtype} needs a newer architecture than {limits.architecture}"
@@ -416,9 +419,14 @@ def legality(
     threads = config.num_warps * limits.warp_size
     if threads > limits.max_threads_per_block:
         return f"{threads} threads exceed the {limits.max_threads_per_block} a block may have"
-    if config.variant == "splitk" and config.split_k * config.block_k > max(problem.k, 1) and config.split_k > 1:
+    if (
+        shape_rules
+        and config.variant == "splitk"
+        and config.split_k > 1
+        and config.split_k * config.block_k > max(problem.k, 1)
+    ):
         return f"split_k={config.split_k} x block_k={config.block_k} exceeds K={problem.k}"
-    if config.variant == "splitk":
+    if shape_rules and config.variant == "splitk":
         tiles = problem.batch * math.ceil(problem.m / config.block_m) * math.ceil(problem.n / config.block_n)
         if tiles > SPLITK_MAX_WAVES * limits.sm_count:
             # Enough tiles to fill the GPU already: splitting K only adds the fp32 workspace

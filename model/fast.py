@@ -20,7 +20,6 @@ random shapes.
 
 from __future__ import annotations
 
-import bisect
 import math
 import threading
 from collections.abc import Sequence
@@ -142,6 +141,7 @@ class AlignmentClass:
             for i in range(len(table.configs))
         ]  # fmt: skip
         self.grid: grid_cache.Grid | None = None
+        self.splitk_limit = math.inf if table._splitk_limit is None else table._splitk_limit
         # the binaries this class runs (scalar loads when an operand is misaligned and not copied): a config
         # whose binary spills or overflows shared memory is illegal for every shape of the class, so it must
         # not take a cell's candidate place (else whole cells fall back to the full space)
@@ -354,16 +354,18 @@ class AlignmentClass:
         self, cands: tuple[tuple[int, float, float], ...], legal: Sequence[bool], m: int, n: int, k: int
     ) -> tuple[int, float] | None:
         """The exact model on the legal candidates: (index, seconds without copies), first index on ties."""
-        params, bound, time = self.params, self.bound, core.scalar_time
+        params, bound, time, limit = self.params, self.bound, core.scalar_time, self.splitk_limit
         best_i, best_t = -1, math.inf
         for i, corner_low, centre_fill in cands:
-            if not legal[i]:
+            if not legal[i] or corner_low > best_t:
+                continue
+            bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch, fixed_min, per_sm, sms = bound[i]
+            tiles = -(-m // bm) * -(-n // bn)
+            # split-K's rules on the sizes (legality's; the legal masks leave them out): K deep enough for the
+            # slices, few enough output tiles
+            if is_split and (tiles > limit or (split > 1 and split * bk > k)):
                 continue
             if best_i >= 0:
-                if corner_low > best_t:
-                    continue
-                bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch, fixed_min, per_sm, sms = bound[i]
-                tiles = -(-m // bm) * -(-n // bn)
                 k_steps = -(-k // bk)
                 iters = -(-k_steps // split)
                 items = tiles * -(-k_steps // iters)  # the slices holding K-steps (core.cost)
@@ -471,7 +473,7 @@ def cell_index(m: int, n: int, k: int) -> int | None:
 def choose_fast(table: ConfigTable, problem: Problem) -> tuple[int, float]:
     """(index, predicted seconds) of the model's pick: grid candidates when built, else the full space."""
     a_vec, b_vec, copies = alignment(problem, table.hw)
-    mask = table.legal_mask(problem)
+    mask = table.legal_mask(problem, shape_rules=False)  # best_of applies split-K's rules on the sizes
     m, n, k = problem.m, problem.n, problem.k
     cell = cell_index(m, n, k) if problem.batch == 1 else None
     if cell is not None:
@@ -508,17 +510,12 @@ class IntRoute:
         self.table, self.layout, self.out_bytes = table, layout, out_bytes
         self.a_by_k = layout[0] == "n"  # A row-major: its rows are K elements long
         self.b_by_n = layout[1] == "n"
-        # (alignment, copies, K bin, split-K crowding) -> (legal mask, alignment class); filled from the tables
+        # (alignment, copies) -> (legal mask without split-K's size rules, alignment class); filled from the tables
         # the slow path builds, so the first shape of a kind takes the slow path once
         self.routes: dict[int, tuple[tuple[bool, ...], AlignmentClass]] = {}
-        self.k_bins = len(table._k_thresholds) + 1
-        self.thresholds = table._k_thresholds
         self.e = table.hw.element_bytes
         self.scalar = scalar_widths(layout, table.hw, table.dtype)
         self.partial = partial_vectors_enabled()
-        # split-K crowding (ConfigTable.splitk_crowded) decided from its two extreme tile shapes when it can be
-        self.crowd_limit = table._splitk_limit
-        (self.small_m, self.small_n), (self.large_m, self.large_n) = table._splitk_extremes
 
     def __call__(self, m: int, n: int, k: int) -> tuple[int, float] | None:
         if m < 1 or n < 1 or k < 1:
@@ -536,18 +533,10 @@ class IntRoute:
         big = 2.0 * m * n * k >= kernel_config.ALIGN_COPY_MIN_FLOPS  # read at call time, as needs_aligned_copy
         copy_a = not a_al and ((big and n >= ALIGN_COPY_MIN_REUSE) or a_ext >= SCALAR_OFFSET_MAX_ROW)
         copy_b = not b_al and ((big and m >= ALIGN_COPY_MIN_REUSE) or b_ext >= SCALAR_OFFSET_MAX_ROW)
-        limit = self.crowd_limit
-        if limit is None or -(-m // self.small_m) * -(-n // self.small_n) <= limit:
-            crowd = 0  # no split-K tile shape crowded
-        elif -(-m // self.large_m) * -(-n // self.large_n) > limit:
-            crowd = 1  # every one crowded
-        else:  # some crowded, some not: rare, keyed by the flags themselves
-            crowd = 2 + sum(1 << j for j, flag in enumerate(self.table.splitk_crowded(m, n, 1)) if flag)
-        k_bin = bisect.bisect_right(self.thresholds, k)
-        code = (((crowd * self.k_bins + k_bin) * 4 + copy_a + 2 * copy_b) * 32 + a_w) * 32 + b_w
+        code = ((copy_a + 2 * copy_b) * 32 + a_w) * 32 + b_w  # split-K's rules on the sizes: in best_of
         route = self.routes.get(code)
         if route is None:
-            found = self._route(a_w, b_w, copy_a, copy_b, k_bin, self.table.splitk_crowded(m, n, 1))
+            found = self._route(a_w, b_w, copy_a, copy_b)
             if found is None:
                 return None
             route = self.routes[code] = found
@@ -565,9 +554,7 @@ class IntRoute:
             t += aligned_copy_time((m * k * e, k * n * e), (copy_a, copy_b), self.table.hw)
         return i, t
 
-    def _route(
-        self, a_w: int, b_w: int, copy_a: bool, copy_b: bool, k_bin: int, crowded: tuple[bool, ...]
-    ) -> tuple[tuple[bool, ...], AlignmentClass] | None:
+    def _route(self, a_w: int, b_w: int, copy_a: bool, copy_b: bool) -> tuple[tuple[bool, ...], AlignmentClass] | None:
         """The legal mask and alignment class the slow path has built for this kind of shape, if it has
         (``a_w``/``b_w``: bytes of the widest vector dividing a row, up to 16)."""
         table = self.table
@@ -575,7 +562,7 @@ class IntRoute:
         # as load_widths: a copied operand is aligned; element-wise beside element-wise
         a_eff, b_eff = issued_widths(ALIGN_BYTES if copy_a else a_w, ALIGN_BYTES if copy_b else b_w, self.e)
         loads = loads_class(a_eff, b_eff)  # as operand_loads
-        mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), k_bin, False, crowded, loads))
+        mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), None, False, None, loads))
         if mask is None:
             return None
         a_scalar, b_scalar = self.scalar

@@ -218,7 +218,10 @@ class ConfigTable:
             return self._splitk_all
         return tuple(batch * -(-m // bm) * -(-n // bn) > limit for bm, bn in self._splitk_tiles)
 
-    def legal_mask(self, problem: Problem) -> np.ndarray:
+    def legal_mask(self, problem: Problem, shape_rules: bool = True) -> np.ndarray:
+        """legality() of every config for ``problem``, cached per kind of problem it cannot tell apart;
+        ``shape_rules=False``: without split-K's rules on the sizes (``model.fast.best_of`` applies them), so one
+        mask serves every size of the kind."""
         copies = needs_aligned_copy(problem)
         loads = operand_loads(problem)
         key = (
@@ -226,9 +229,9 @@ class ConfigTable:
             problem.a_aligned,
             problem.b_aligned,
             copies,
-            bisect.bisect_right(self._k_thresholds, max(problem.k, 1)),
+            bisect.bisect_right(self._k_thresholds, max(problem.k, 1)) if shape_rules else None,
             problem.k == 0,
-            self.splitk_crowded(problem.m, problem.n, problem.batch),
+            self.splitk_crowded(problem.m, problem.n, problem.batch) if shape_rules else None,
             loads,
         )
         mask = self._legal.get(key)
@@ -236,7 +239,12 @@ class ConfigTable:
             limits = self.hw.limits
             builds = self.builds_by_loads[loads]
             mask = (
-                np.array([legality(c, problem, limits, b) is None for c, b in zip(self.configs, builds, strict=True)])
+                np.array(
+                    [
+                        legality(c, problem, limits, b, shape_rules) is None
+                        for c, b in zip(self.configs, builds, strict=True)
+                    ]
+                )
                 & self.for_loads(loads).fit_ok
             )
             mask.setflags(write=False)
