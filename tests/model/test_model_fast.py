@@ -234,3 +234,24 @@ def test_best_of_prunes_only_what_cannot_win() -> None:
                 assert got is not None and got[0] == faster, (m, n, k, table.keys[faster], table.keys[slower])
                 pairs += 1
     assert pairs > 3000
+
+
+def test_best_of_applies_split_k_size_rules_the_masks_leave_out() -> None:
+    """The fast path's legal masks hold for every size of a kind of problem (legality without split-K's size
+    rules); best_of refuses a split-K config with too many output tiles or a K too short for its slices."""
+    from theodolite.kernels.config import legality
+
+    table = table_for(H100, "bf16")
+    split = next(i for i, c in enumerate(table.configs) if c.variant == "splitk" and c.split_k >= 4)
+    plain = next(i for i, c in enumerate(table.configs) if c.variant == "persistent")
+    klass = fast.alignment_class(table, 16.0, 16.0, 2, True)
+    everything = [True] * len(table.configs)
+    config, limits = table.configs[split], table.hw.limits
+    for m, n, k in [(8192, 8192, 8192), (64, 64, config.block_k)]:  # crowded output; K shorter than the slices
+        problem = Problem(m, n, k)
+        assert legality(config, problem, limits) is not None
+        assert legality(config, problem, limits, shape_rules=False) is None
+        got = klass.best_of(((split, 0.0, 0.0), (plain, 0.0, 0.0)), everything, m, n, k)
+        assert got is not None and got[0] == plain, (m, n, k)
+    assert table.legal_mask(Problem(8192, 8192, 8192), shape_rules=False)[split]
+    assert not table.legal_mask(Problem(8192, 8192, 8192))[split]
