@@ -352,10 +352,13 @@ class AlignmentClass:
 
     def best_of(
         self, cands: tuple[tuple[int, float, float], ...], legal: Sequence[bool], m: int, n: int, k: int
-    ) -> tuple[int, float] | None:
-        """The exact model on the legal candidates: (index, seconds without copies), first index on ties."""
+    ) -> tuple[int, float | None] | None:
+        """The exact model on the legal candidates: (index, seconds without copies), first index on ties.  Where one
+        candidate alone survives legality and the fill test, its time is not computed (None): the pick needs no
+        comparison, and the caller computes the time only if it is asked for."""
         params, bound, time, limit = self.params, self.bound, core.scalar_time, self.splitk_limit
         best_i, best_t = -1, math.inf
+        pending = -1  # the first live candidate, evaluated only once a second one turns up
         for i, corner_low, centre_fill in cands:
             if not legal[i] or corner_low > best_t:
                 continue
@@ -365,35 +368,47 @@ class AlignmentClass:
             # slices, few enough output tiles
             if is_split and (tiles > limit or (split > 1 and split * bk > k)):
                 continue
-            if best_i >= 0:
-                k_steps = -(-k // bk)
-                iters = -(-k_steps // split)
-                items = tiles * -(-k_steps // iters)  # the slices holding K-steps (core.cost)
-                conc = items if is_split else (tiles if tiles < pprog else pprog)
-                if conc > slots:
-                    conc = slots
-                full, rest = divmod(items, conc)
-                # a tile representative that wins nowhere inside the cell is tried only where its work fills the SMs
-                # more evenly than at the cell's centre (its wave quantization favourable between the sample points)
-                if centre_fill and items <= centre_fill * (full + (rest > 0)) * -(-conc // sms) * sms:
+            k_steps = -(-k // bk)
+            iters = -(-k_steps // split)
+            items = tiles * -(-k_steps // iters)  # the slices holding K-steps (core.cost)
+            conc = items if is_split else (tiles if tiles < pprog else pprog)
+            if conc > slots:
+                conc = slots
+            full, rest = divmod(items, conc)
+            # a tile representative that wins nowhere inside the cell is tried only where its work fills the SMs
+            # more evenly than at the cell's centre (its wave quantization favourable between the sample points)
+            if centre_fill and items <= centre_fill * (full + (rest > 0)) * -(-conc // sms) * sms:
+                continue
+            if best_i < 0:
+                if pending < 0:
+                    pending = i
                     continue
-                lower = items * iters * coef
-                if it_min:
-                    step = -(-conc // sms) * per_sm
-                    if step < it_min:
-                        step = it_min
-                    waves_time = full * (iters * step + fixed_min)
-                    if rest:  # the last wave's SMs hold fewer programs
-                        step = -(-rest // (rest if rest < sms else sms)) * per_sm
-                        waves_time += iters * (step if step > it_min else it_min) + fixed_min
-                    if waves_time > lower:
-                        lower = waves_time
-                if (launch + lower) * BOUND_MARGIN > best_t:
+                best_i, best_t, pending = pending, time(params[pending], m, n, k), -1
+                if corner_low > best_t:
                     continue
+            lower = items * iters * coef
+            if it_min:
+                step = -(-conc // sms) * per_sm
+                if step < it_min:
+                    step = it_min
+                waves_time = full * (iters * step + fixed_min)
+                if rest:  # the last wave's SMs hold fewer programs
+                    step = -(-rest // (rest if rest < sms else sms)) * per_sm
+                    waves_time += iters * (step if step > it_min else it_min) + fixed_min
+                if waves_time > lower:
+                    lower = waves_time
+            if (launch + lower) * BOUND_MARGIN > best_t:
+                continue
             t = time(params[i], m, n, k)
             if t < best_t or (t == best_t and i < best_i):
                 best_i, best_t = i, t
+        if pending >= 0:
+            return pending, None
         return (best_i, best_t) if best_i >= 0 else None
+
+    def time_of(self, i: int, m: int, n: int, k: int) -> float:
+        """The model's time of config ``i`` (seconds, without copies): what best_of leaves out for a lone candidate."""
+        return core.scalar_time(self.params[i], m, n, k)
 
 
 class _Gathered:
@@ -483,7 +498,9 @@ def choose_fast(table: ConfigTable, problem: Problem) -> tuple[int, float]:
         if klass.grid is not None or klass.uses >= BUILD_AFTER:
             found = klass.best_of(klass.build()[cell], mask, m, n, k)
             if found is not None:
-                return found[0], found[1] + copy_time(problem, copies, table.hw)
+                i, t = found
+                t = klass.time_of(i, m, n, k) if t is None else t
+                return i, t + copy_time(problem, copies, table.hw)
     i, times = choose_index(table, problem)
     return i, float(times[i])
 
@@ -518,6 +535,39 @@ class IntRoute:
         self.partial = partial_vectors_enabled()
 
     def __call__(self, m: int, n: int, k: int) -> tuple[int, float] | None:
+        """(index, predicted seconds with copies) of the pick; None: the slow path must answer."""
+        found = self.pick(m, n, k)
+        if found is None or found[1] is not None:
+            return found  # type: ignore[return-value]
+        return found[0], self.time_of(found[0], m, n, k)
+
+    def pick(self, m: int, n: int, k: int) -> tuple[int, float | None] | None:
+        """As ``__call__``, but a lone live candidate's time is left out (None; ``time_of`` computes it)."""
+        kind = self._kind(m, n, k)
+        if kind is None:
+            return None
+        mask, klass, grid_index, copy_a, copy_b = kind
+        found = klass.best_of(klass.grid[grid_index], mask, m, n, k)  # type: ignore[index]
+        if found is None or found[1] is None or not (copy_a or copy_b):
+            return found
+        i, t = found
+        e = self.e  # as copy_time
+        return i, t + aligned_copy_time((m * k * e, k * n * e), (copy_a, copy_b), self.table.hw)
+
+    def time_of(self, i: int, m: int, n: int, k: int) -> float:
+        """The model's time of config ``i`` on this shape, its operands' aligned copies included."""
+        kind = self._kind(m, n, k)
+        if kind is None:  # pragma: no cover - pick answered this shape, so its kind is routed
+            raise ValueError(f"{m}x{n}x{k} has no route")
+        _, klass, _, copy_a, copy_b = kind
+        t = klass.time_of(i, m, n, k)
+        if copy_a or copy_b:
+            e = self.e
+            t += aligned_copy_time((m * k * e, k * n * e), (copy_a, copy_b), self.table.hw)
+        return t
+
+    def _kind(self, m: int, n: int, k: int) -> tuple[tuple[bool, ...], AlignmentClass, int, bool, bool] | None:
+        """(legal mask, alignment class, grid cell, copy A, copy B) of a shape; None where the slow path answers."""
         if m < 1 or n < 1 or k < 1:
             return None
         e = self.e
@@ -540,19 +590,11 @@ class IntRoute:
             if found is None:
                 return None
             route = self.routes[code] = found
-        mask, klass = route
-        grid = klass.grid
         try:
-            cands = grid[(_STEPS[m] * _TOP + _STEPS[n]) * _TOP + _STEPS[k]]  # type: ignore[index]
+            cell = (_STEPS[m] * _TOP + _STEPS[n]) * _TOP + _STEPS[k]
         except IndexError:
             return None
-        found_best = klass.best_of(cands, mask, m, n, k)
-        if found_best is None:
-            return None
-        i, t = found_best
-        if copy_a or copy_b:  # as copy_time
-            t += aligned_copy_time((m * k * e, k * n * e), (copy_a, copy_b), self.table.hw)
-        return i, t
+        return route[0], route[1], cell, copy_a, copy_b
 
     def _route(self, a_w: int, b_w: int, copy_a: bool, copy_b: bool) -> tuple[tuple[bool, ...], AlignmentClass] | None:
         """The legal mask and alignment class the slow path has built for this kind of shape, if it has

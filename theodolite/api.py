@@ -36,15 +36,17 @@ class Selection:
     ranked candidates (``explain``) are computed on first access, so selecting stays cheap.
     """
 
-    __slots__ = ("_args", "_problem", "config", "predicted_time_s", "_profile", "_table", "_index", "_bottleneck",
+    __slots__ = ("_args", "_problem", "config", "_time", "_route", "_profile", "_table", "_index", "_bottleneck",
                  "_candidates")  # fmt: skip
 
     def __init__(self, args: tuple[Any, ...] | None, problem: Problem | None, config: GemmConfig,
-                 predicted_time_s: float, profile: Profile, table: ConfigTable, index: int) -> None:  # fmt: skip
+                 predicted_time_s: float | None, profile: Profile, table: ConfigTable, index: int,
+                 route: IntRoute | None = None) -> None:  # fmt: skip
         self._args = args
         self._problem = problem
         self.config = config
-        self.predicted_time_s = predicted_time_s
+        self._time = predicted_time_s  # None: the fast path's lone candidate, timed on first access via ``route``
+        self._route = route
         self._profile = profile
         self._table = table
         self._index = index
@@ -65,6 +67,14 @@ class Selection:
             m, n, k, dtype, layout, batch, out_dtype = self._args  # type: ignore[misc]
             self._problem = Problem(m, n, k, dtype=dtype, layout=layout, batch=batch, out_dtype=out_dtype)
         return self._problem
+
+    @property
+    def predicted_time_s(self) -> float:
+        """The model's time for the pick (seconds); where the pick needed no comparison, computed on first access."""
+        if self._time is None:
+            m, n, k = self._args[:3]  # type: ignore[index]
+            self._time = self._route.time_of(self._index, m, n, k)  # type: ignore[union-attr]
+        return self._time
 
     @property
     def variant(self) -> str:
@@ -210,11 +220,13 @@ def select(
     if found is not None:
         return found
     route = _ROUTES.get(key[3:])  # validated (dtype, layout, batch 1, out_dtype, profile) combinations only
-    found_fast = route(M, N, K) if route is not None and type(M) is int and type(N) is int and type(K) is int else None
+    found_fast = (
+        route.pick(M, N, K) if route is not None and type(M) is int and type(N) is int and type(K) is int else None
+    )
     if found_fast is not None:
         i, time_s = found_fast
         table = route.table  # type: ignore[union-attr]
-        selection = Selection(key[:7], None, table.configs[i], time_s, table.profile, table, i)
+        selection = Selection(key[:7], None, table.configs[i], time_s, table.profile, table, i, route)
     else:
         prof = resolve(profile)
         problem = Problem(M, N, K, dtype=dtype, layout=layout, batch=batch, out_dtype=out_dtype)  # validates

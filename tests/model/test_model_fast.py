@@ -129,13 +129,17 @@ def test_int_route_equals_problem_route() -> None:
 def test_select_matches_choose_fast() -> None:
     api.clear_caches()
     table = table_for(H100, "bf16")
+    lazy = 0
     for m, n, k in _shapes(300, 4):
         problem = Problem(m, n, k)
         s = api.select(m, n, k, profile=H100)
+        lazy += s._time is None  # a lone live candidate: timed on first access
         i, t = fast.choose_fast(table, problem)
         times, _ = evaluate(table, problem)
         assert s.predicted_time_s == pytest.approx(float(times[table.index[s.config.key]]), rel=1e-12)
+        assert s.config == table.configs[i] and s.predicted_time_s == pytest.approx(t, rel=1e-12)
         assert np.isfinite(t)
+    assert 0 < lazy < 300
 
 
 def test_vectorised_steps_equal_the_integer_definition() -> None:
