@@ -374,7 +374,8 @@ class AlignmentClass:
             conc = items if is_split else (tiles if tiles < pprog else pprog)
             if conc > slots:
                 conc = slots
-            full, rest = divmod(items, conc)
+            full = items // conc
+            rest = items - full * conc
             # a tile representative that wins nowhere inside the cell is tried only where its work fills the SMs
             # more evenly than at the cell's centre (its wave quantization favourable between the sample points)
             if centre_fill and items <= centre_fill * (full + (rest > 0)) * -(-conc // sms) * sms:
