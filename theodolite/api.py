@@ -1,7 +1,8 @@
 """Public API: ``select`` (the model's pick for a problem) and ``matmul`` (select, then run the kernel).
 
 Selections are cached per (problem, profile), so a repeated shape costs a dictionary lookup;
-a new shape costs one vectorised evaluation of the config space (see theodolite.model).
+a new shape costs a cell lookup in the model's candidate grid and the exact model on its few candidates
+(``theodolite.model.fast``; batched problems and shapes off the grid: one vectorised evaluation of the space).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ _OUT = frozenset(OUT_DTYPES)
 class Selection:
     """What the model picked for a problem on a profile, and why.
 
-    The pick and its predicted time are computed by ``select``; the bottleneck class and the
-    ranked candidates (``explain``) are computed on first access, so selecting stays cheap.
+    The pick is computed by ``select``, and its predicted time wherever the pick needed a comparison; the time of a
+    lone candidate, the bottleneck class and the ranked candidates (``explain``) are computed on first access, so
+    selecting stays cheap.
     """
 
     __slots__ = ("_args", "_problem", "config", "_time", "_route", "_profile", "_table", "_index", "_bottleneck",
