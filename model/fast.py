@@ -364,14 +364,19 @@ class AlignmentClass:
                 continue
             bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch, fixed_min, per_sm, sms = bound[i]
             tiles = -(-m // bm) * -(-n // bn)
-            # split-K's rules on the sizes (legality's; the legal masks leave them out): K deep enough for the
-            # slices, few enough output tiles
-            if is_split and (tiles > limit or (split > 1 and split * bk > k)):
-                continue
-            k_steps = -(-k // bk)
-            iters = -(-k_steps // split)
-            items = tiles * -(-k_steps // iters)  # the slices holding K-steps (core.cost)
-            conc = items if is_split else (tiles if tiles < pprog else pprog)
+            iters = -(-k // bk)
+            if is_split:
+                # split-K's rules on the sizes (legality's; the legal masks leave them out): K deep enough for the
+                # slices, few enough output tiles
+                if tiles > limit or (split > 1 and split * bk > k):
+                    continue
+                k_steps = iters
+                iters = -(-k_steps // split)
+                items = tiles * -(-k_steps // iters)  # the slices holding K-steps (core.cost)
+                conc = items
+            else:
+                items = tiles
+                conc = tiles if tiles < pprog else pprog
             if conc > slots:
                 conc = slots
             full = items // conc
