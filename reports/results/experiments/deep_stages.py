@@ -9,7 +9,8 @@ shared memory within the H100's 227 KB) beside the sweep's three fastest configs
 
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/deep_stages.py [--all]
 
-``--all``: every llm shape with M <= 512 (``deep-stages-all-<gpu>.json``).
+``--all``: every llm shape with M <= 512 (``deep-stages-all-<gpu>.json``).  ``--model TIMES PROFILE`` (offline, no GPU):
+the model's view of the same comparison with WINNERS added to the space.
 """
 
 import sys
@@ -40,7 +41,55 @@ def shapes(gpu: str) -> list[tuple[str, int, int, int, list[str], list[str]]]:
     return out
 
 
+# the seven configs that won somewhere on the H100's llm shapes (deep-stages-all-h100.json)
+WINNERS = ("persistent/64x64x64/g8/w4/s8/k1", "persistent/64x64x64/g8/w4/s12/k1", "persistent/64x128x64/g8/w4/s8/k1",
+           "persistent/64x64x128/g8/w4/s6/k1", "persistent/128x128x64/g8/w8/s6/k1", "tma/64x128x64/g8/w4/s8/k1",
+           "tma/128x128x64/g8/w8/s6/k1")  # fmt: skip
+
+
+def model_check(times_path: str, profile_path: str) -> None:
+    """Offline, no GPU: the model's sweep-best / deep-best time ratio beside the measured one, per shape of a
+    ``--all`` run, with WINNERS added to the config space (no compiler facts for them: legality's estimates)."""
+    import collections
+    import json
+    import math
+
+    from theodolite.kernels import config as kernel_config
+    from theodolite.kernels.config import GemmConfig, Problem
+
+    space = kernel_config._space
+
+    def with_winners(dtype: str, variant: str) -> tuple[GemmConfig, ...]:
+        extra = tuple(GemmConfig.from_key(key) for key in WINNERS if key.startswith(variant + "/"))
+        return space(dtype, variant) + extra
+
+    kernel_config._space = with_winners  # type: ignore[assignment]
+    from theodolite.model.predict import evaluate, table_for
+    from theodolite.profile.hdf5 import load_profile
+
+    table = table_for(load_profile(profile_path), "bf16")
+    measured: dict[tuple[int, int, int], dict[str, float]] = collections.defaultdict(dict)
+    for row in json.load(open(times_path))["rows"]:
+        measured[(row["M"], row["N"], row["K"])][row["config"]] = row["us"]
+    agree = total = 0
+    for (m, n, k), times in sorted(measured.items()):
+        predicted, _ = evaluate(table, Problem(m, n, k))
+        keys = [c for c in times if c in table.index and math.isfinite(predicted[table.index[c]])]
+        sweep, deep = [c for c in keys if c not in WINNERS], [c for c in keys if c in WINNERS]
+        if not sweep or not deep:
+            continue
+        gain = min(times[c] for c in sweep) / min(times[c] for c in deep)
+        model = min(predicted[table.index[c]] for c in sweep) / min(predicted[table.index[c]] for c in deep)
+        total += 1
+        agree += (gain > 1) == (model > 1)
+        print(f"{m}x{n}x{k}: sweep best / deep best measured {gain:.3f}, model {model:.3f}")
+    print(f"the model calls the faster of the two right on {agree} of {total} shapes")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--model"]:
+        model_check(sys.argv[2], sys.argv[3])
+        return
     from harness import gpu_name, time_candidates
 
     global UNDER
