@@ -315,7 +315,7 @@ def scalar_params(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) ->
     item_bytes = (PARTIAL_BYTES if is_split else out_bytes) * elems
     partial_tile = elems * PARTIAL_BYTES
     coop = bool(is_split) and split >= COOP_MIN_SPLIT and split * partial_tile >= COOP_MIN_PARTIAL_BYTES
-    values = (
+    return (
         bm, bn, bk, gm, split, bool(is_sk), bool(is_split), pprog, slots, sm, per_program, lat_div,
         stream / lat_div,  # stream_hide: the stage copy's streaming time beyond its latency, overlapped (core.cost)
         per_program if per_program > stream else stream,  # per_sm: an SM's programs share its streaming ceiling
@@ -328,8 +328,6 @@ def scalar_params(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) ->
         split * partial_tile * split_reduce / sm_bw,  # reduce_chain: one tile's reduction chain per wave of tiles
         coop, -(-TAIL_CHUNKS // split) / TAIL_CHUNKS if split >= 1 else 1.0,
     )  # fmt: skip
-    # fresh objects allocated one after another: a selection touches few cache lines per config
-    return tuple(v * 1.0 if type(v) is float else v for v in values)
 
 
 def scalar_time(p: tuple[float, ...], m: int, n: int, k: int, batch: int = 1) -> float:

@@ -95,8 +95,8 @@ class AlignmentClass:
             for i in range(len(table.configs))
         ]
         self.hw = (table.hw.element_bytes, *table.hw_tuple[1:])
-        # one tuple per config for core.scalar_time (not a closure per config: a new shape's selection is bound by
-        # the cache lines it touches, and a closure's cells and their numbers lie scattered)
+        # one tuple of shape-independent numbers per config for core.scalar_time (one shared function, not a closure
+        # per config; per evaluation the two ran within the host's noise, ~6% apart)
         self.params = [core.scalar_params(fields, self.hw, out_bytes) for fields in self.scalar]
         # twin[i]: the first config whose cost equals config i's for every shape (and legality class)
         signature: dict[tuple[object, ...], int] = {}
@@ -133,7 +133,7 @@ class AlignmentClass:
         # the programs an SM holds share its matrix units and read ceiling: a K-step takes at least their count
         # times each one's share (core.cost's it_f), however well their latency hides
         per_sm = np.where(table.is_streamk, 0.0, np.maximum(per_program, stream))
-        sm_count = float(np.max(table.sm))
+        self.sm_count = sm_count = float(np.max(table.sm))
         self.bound = [
             (int(table.bm[i]), int(table.bn[i]), int(table.bk[i]), int(table.split[i]), float(coef[i]),
              int(view.slots[i]), int(table.pprog[i]), bool(table.is_splitk[i]), float(it_min[i]),
@@ -239,7 +239,7 @@ class AlignmentClass:
         iters = np.ceil(k_steps / table.split[cfg])
         items = tiles * np.ceil(k_steps / iters)
         conc = np.minimum(np.where(table.is_splitk[cfg], items, np.minimum(tiles, table.pprog[cfg])), view.slots[cfg])
-        sms = float(np.max(table.sm))
+        sms = self.sm_count
         return items / (np.ceil(items / conc) * np.ceil(conc / sms) * sms)  # type: ignore[no-any-return]
 
     def _tile_representatives(self, centre_times: np.ndarray) -> np.ndarray:
