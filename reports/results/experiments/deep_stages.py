@@ -12,7 +12,10 @@ shared memory within the H100's 227 KB) beside the sweep's three fastest configs
 ``--all``: every llm shape with M <= 512 (``deep-stages-all-<gpu>.json``).  ``--model TIMES PROFILE`` (offline, no GPU):
 the model's view of the same comparison with WINNERS added to the space.  ``--space SUITE`` (llm or random-dev): the
 configs that joined the space (SPACE) beside the sweep's three fastest on every shape of the committed sweep
-(``deep-space-<suite>-<gpu>.json``), for ``harness.merge_times``.
+(``deep-space-<suite>-<gpu>.json``), for ``harness.merge_times``.  ``--steps GPU`` (offline): 64x64x64 at 4 / 8 / 12
+stages on every shape whose 64x64 tiles fit one wave (one program per SM at any depth), measured (the committed sweep's
+s4, the ``--space`` runs' s8 and s12) beside the model's times, with the per-K-step latency the s4 -> s12 gain implies
+under the queueing form (K-step = latency / (stages - 1) + transfer).
 """
 
 import sys
@@ -76,6 +79,21 @@ def suite_shapes(suite: str, gpu: str) -> list[tuple[str, int, int, int, list[st
     ]
 
 
+def add_to_space(keys: tuple[str, ...]) -> None:
+    """Put ``keys`` into the kernels' config space for this process (before any table is built); no compiler facts."""
+    from theodolite.kernels import config as kernel_config
+    from theodolite.kernels.config import GemmConfig
+
+    space = kernel_config._space
+
+    def with_keys(dtype: str, variant: str) -> tuple[GemmConfig, ...]:
+        have = {c.key for c in space(dtype, variant)}
+        extra = tuple(GemmConfig.from_key(key) for key in keys if key.startswith(variant + "/") and key not in have)
+        return space(dtype, variant) + extra
+
+    kernel_config._space = with_keys  # type: ignore[assignment]
+
+
 def model_check(times_path: str, profile_path: str) -> None:
     """Offline, no GPU: the model's sweep-best / deep-best time ratio beside the measured one, per shape of a
     ``--all`` run, with WINNERS added to the config space (no compiler facts for them: legality's estimates)."""
@@ -83,16 +101,9 @@ def model_check(times_path: str, profile_path: str) -> None:
     import json
     import math
 
-    from theodolite.kernels import config as kernel_config
-    from theodolite.kernels.config import GemmConfig, Problem
+    from theodolite.kernels.config import Problem
 
-    space = kernel_config._space
-
-    def with_winners(dtype: str, variant: str) -> tuple[GemmConfig, ...]:
-        extra = tuple(GemmConfig.from_key(key) for key in WINNERS if key.startswith(variant + "/"))
-        return space(dtype, variant) + extra
-
-    kernel_config._space = with_winners  # type: ignore[assignment]
+    add_to_space(WINNERS)
     from theodolite.model.predict import evaluate, table_for
     from theodolite.profile.hdf5 import load_profile
 
@@ -115,7 +126,42 @@ def model_check(times_path: str, profile_path: str) -> None:
     print(f"the model calls the faster of the two right on {agree} of {total} shapes")
 
 
+def stage_series(gpu: str) -> None:
+    """``--steps``: the 64x64x64 stage series per one-wave shape, measured and modelled (times in us, no launch)."""
+    import json
+    import math
+
+    from theodolite.kernels.config import Problem
+    from theodolite.model.predict import evaluate, table_for
+    from theodolite.profile.hdf5 import load_profile
+    from theodolite.results import load_results
+
+    add_to_space(SPACE)
+    profile = {"h100": "profiles/nvidia-h100-80gb-hbm3.h5", "h200": "profiles/nvidia-h200.h5"}[gpu]
+    table = table_for(load_profile(profile), "bf16")
+    keys = [f"persistent/64x64x64/g8/w4/s{s}/k1" for s in (4, 8, 12)]
+    print("M x N x K          tiles steps | measured s4 s8 s12 | latency (us) | model s4 s8 s12")
+    for suite in ("llm", "random-dev"):
+        with open(f"reports/results/experiments/deep-space-{suite}-{gpu}.json") as stream:
+            deep = {(r["M"], r["N"], r["K"], r["config"]): r["us"] for r in json.load(stream)["rows"]}
+        for shape in load_results(f"reports/results/validate-{suite}-{gpu}.json").shapes:
+            m, n, k = shape.M, shape.N, shape.K
+            tiles, steps = math.ceil(m / 64) * math.ceil(n / 64), math.ceil(k / 64)
+            s4 = shape.configs.get(keys[0])
+            measured = [s4 * 1e3 if s4 else None] + [deep.get((m, n, k, key)) for key in keys[1:]]
+            if tiles > table.sm or None in measured or any(x % 8 for x in (m, n, k)):
+                continue
+            times, terms = evaluate(table, Problem(m, n, k), detail=True)
+            model = [(times[table.index[c]] - terms["launch"][table.index[c]]) * 1e6 for c in keys]
+            latency = (measured[0] - measured[2]) / (steps * (1 / 3 - 1 / 11))
+            print(f"{m}x{n}x{k:<10} {tiles:5d} {steps:5d} | {measured[0]:6.1f} {measured[1]:6.1f} {measured[2]:6.1f} | "
+                  f"{latency:6.3f} | {model[0]:6.1f} {model[1]:6.1f} {model[2]:6.1f}")  # fmt: skip
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--steps"]:
+        stage_series(sys.argv[2])
+        return
     if sys.argv[1:2] == ["--model"]:
         model_check(sys.argv[2], sys.argv[3])
         return
