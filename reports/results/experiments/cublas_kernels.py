@@ -4,7 +4,8 @@ For the llm shapes whose sweep best reads under 0.95x of torch.matmul in the com
 the CUDA kernels one torch.matmul launches (torch.profiler: name, launches, device time) and times torch.matmul and
 our sweep best side by side (do_bench median, inputs rotated through L2 as ``validate`` does), so the tile, cluster
 and split schedule cuBLAS chose can be read from its kernel names.  Run on the device:
-``PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/cublas_kernels.py`` (writes cublas-kernels-<gpu>.json).
+``PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/cublas_kernels.py`` (writes cublas-kernels-<gpu>.json;
+``--suite random-dev``: that suite's shapes under 0.95x, ``cublas-kernels-random-dev-<gpu>.json``).
 """
 
 from __future__ import annotations
@@ -80,8 +81,11 @@ def measure(row: dict[str, object]) -> dict[str, object]:
 
 
 def main() -> None:
+    import sys
+
     gpu = gpu_name()
-    results = load_results(f"reports/results/validate-llm-{gpu}.json")
+    suite = sys.argv[2] if sys.argv[1:2] == ["--suite"] else "llm"  # --suite random-dev: that suite's losers
+    results = load_results(f"reports/results/validate-{suite}-{gpu}.json")
     rows = [validation.shape_summary(shape) for shape in results.shapes]
     worst = sorted((r for r in rows if (r["best_vs_torch"] or 9) < SHAPES_UNDER), key=lambda r: r["best_vs_torch"])
     out = []
@@ -91,7 +95,8 @@ def main() -> None:
         kernels: list[dict[str, Any]] = found["torch_kernels"]  # type: ignore[assignment]
         top = max(kernels, key=lambda kk: float(kk["mean_us"]))["name"] if kernels else "?"
         print(f"{row['name']:<24} {row['shape']:<16} ours/torch {found['ours_vs_torch']:.3f}  cuBLAS: {top}")
-    path = os.path.join(os.environ.get("OUT", "."), f"cublas-kernels-{gpu}.json")
+    name = f"cublas-kernels-{gpu}.json" if suite == "llm" else f"cublas-kernels-{suite}-{gpu}.json"
+    path = os.path.join(os.environ.get("OUT", "."), name)
     with open(path, "w") as stream:
         json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": out}, stream, indent=1)
 
