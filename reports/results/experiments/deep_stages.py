@@ -11,8 +11,9 @@ shared memory within the H100's 227 KB) beside the sweep's three fastest configs
 
 ``--all``: every llm shape with M <= 512 (``deep-stages-all-<gpu>.json``).  ``--model TIMES PROFILE`` (offline, no GPU):
 the model's view of the same comparison with WINNERS added to the space.  ``--space SUITE`` (llm or random-dev): the
-configs that joined the space (SPACE) beside the sweep's three fastest on every shape of the committed sweep
-(``deep-space-<suite>-<gpu>.json``), for ``harness.merge_times``.  ``--steps GPU`` (offline): 64x64x64 at 4 / 8 / 12
+candidates for the space (SPACE) beside the sweep's three fastest on every shape of the committed sweep
+(``deep-space-<suite>-<gpu>.json``), for ``harness.merge_times`` (seven of them were put in the space and taken out
+again: experiments README, "Deep pipelines in the space").  ``--steps GPU`` (offline): 64x64x64 at 4 / 8 / 12
 stages on every shape whose 64x64 tiles fit one wave (one program per SM at any depth), measured (the committed sweep's
 s4, the ``--space`` runs' s8 and s12) beside the model's times, with the per-K-step latency the s4 -> s12 gain implies
 under the queueing form (K-step = latency / (stages - 1) + transfer).
@@ -59,7 +60,7 @@ SPACE = ("persistent/64x64x64/g8/w4/s8/k1", "persistent/64x64x64/g8/w4/s12/k1", 
          "persistent/64x64x128/g8/w4/s6/k1", "persistent/128x64x64/g8/w4/s8/k1", "persistent/128x128x64/g8/w8/s6/k1",
          "tma/64x128x64/g8/w4/s8/k1", "tma/128x128x64/g8/w8/s6/k1", "tma/64x64x128/g8/w4/s6/k1",
          "tma/128x64x64/g8/w4/s8/k1")  # fmt: skip
-# of those, the seven kept in the space (kernels' config tables): the other three (persistent 128x64x64 s8, TMA
+# of those, the seven put in the space (and taken out again until the model ranks them): the other three (persistent 128x64x64 s8, TMA
 # 64x64x128 s6 and 128x64x64 s8) were the fastest config of no shape by 2% or more in the four suites' sweeps with
 # all ten merged (592 shape sweeps), and TMA 64x64x128 s6 was modelled a hair faster than the persistent builds where
 # it ran 15% slower (H100 dev186)

@@ -25,22 +25,6 @@ SERIES = (
 )
 
 
-def main() -> None:
-    if sys.argv[1:2] == ["--model"]:
-        model_series(sys.argv[2], sys.argv[3])
-        return
-    import harness
-    from harness import gpu_name, time_candidates
-
-    harness.in_workers.__defaults__ = (8,)
-    gpu = gpu_name()
-    base = ["persistent/64x64x64/g8/w4/s4/k1"]
-    todo = [(f"stages:{m}x{n}x{k}", m, n, k, base, [c for c in SERIES if c not in base]) for m, n, k in SHAPES]
-    print("wrote", time_candidates(todo, "series", f"stage-series-{gpu}", "stage_series.py"), file=sys.stderr)
-
-
-
-
 def model_series(times_path: str, profile_path: str) -> None:
     """``--model TIMES PROFILE`` (offline): per K-step ns, measured / modelled (launch out), per config and shape."""
     import json
@@ -68,6 +52,20 @@ def model_series(times_path: str, profile_path: str) -> None:
             model = (times[i] - terms["launch"][i]) * 1e9 / steps
             line.append(f"s{table.configs[i].num_stages} {row['us'] * 1e3 / steps:.0f}/{model:.0f}")
         print(f"{m}x{n}x{k} 64x64x64 ns per K-step measured/modelled: {' '.join(line)}")
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--model"]:
+        model_series(sys.argv[2], sys.argv[3])
+        return
+    import harness
+    from harness import gpu_name, time_candidates
+
+    harness.in_workers.__defaults__ = (8,)
+    gpu = gpu_name()
+    base = ["persistent/64x64x64/g8/w4/s4/k1"]
+    todo = [(f"stages:{m}x{n}x{k}", m, n, k, base, [c for c in SERIES if c not in base]) for m, n, k in SHAPES]
+    print("wrote", time_candidates(todo, "series", f"stage-series-{gpu}", "stage_series.py"), file=sys.stderr)
 
 
 if __name__ == "__main__":
