@@ -39,16 +39,9 @@ def cooperative_keys(m: int, n: int, configs: dict[str, float | None], sm_count:
 
 def shapes(gpu: str, sm_count: int) -> list[tuple[str, int, int, int, list[str], list[str]]]:
     """(suite:name, M, N, K, the sweep's three fastest configs, its configs that now reduce cooperatively)."""
-    from harness import fastest
-    from theodolite.results import load_results
+    from harness import sweep_shapes
 
-    out = []
-    for suite in ("random-dev", "llm"):
-        for s in load_results(f"reports/results/validate-{suite}-{gpu}.json").shapes:
-            coop = cooperative_keys(s.M, s.N, s.configs, sm_count)
-            if coop:
-                out.append((f"{suite}:{s.name}", s.M, s.N, s.K, fastest(s.configs, 3), coop))
-    return out
+    return sweep_shapes(gpu, ("random-dev", "llm"), lambda s: cooperative_keys(s.M, s.N, s.configs, sm_count))
 
 
 def replace(times_path: str, results_path: str) -> None:

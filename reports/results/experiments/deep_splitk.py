@@ -52,17 +52,10 @@ def shapes(gpu: str) -> list[tuple[str, int, int, int, list[str], list[str]]]:
     """(suite:name, M, N, K, the sweep's three fastest configs, the legal candidates) of both suites' shapes on which
     a candidate is legal."""
     import torch
-    from harness import fastest
-    from theodolite.results import load_results
+    from harness import sweep_shapes
 
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
-    out = []
-    for suite in ("random-dev", "llm"):
-        for s in load_results(f"reports/results/validate-{suite}-{gpu}.json").shapes:
-            extra = legal_extra(s.M, s.N, s.K, sm_count)
-            if extra:
-                out.append((f"{suite}:{s.name}", s.M, s.N, s.K, fastest(s.configs, 3), extra))
-    return out
+    return sweep_shapes(gpu, ("random-dev", "llm"), lambda s: legal_extra(s.M, s.N, s.K, sm_count))
 
 
 def merge(times_path: str, results_path: str) -> None:

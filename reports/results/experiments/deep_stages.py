@@ -60,24 +60,19 @@ SPACE = ("persistent/64x64x64/g8/w4/s8/k1", "persistent/64x64x64/g8/w4/s12/k1", 
          "persistent/64x64x128/g8/w4/s6/k1", "persistent/128x64x64/g8/w4/s8/k1", "persistent/128x128x64/g8/w8/s6/k1",
          "tma/64x128x64/g8/w4/s8/k1", "tma/128x128x64/g8/w8/s6/k1", "tma/64x64x128/g8/w4/s6/k1",
          "tma/128x64x64/g8/w4/s8/k1")  # fmt: skip
-# of those, the seven put in the space (and taken out again until the model ranks them): the other three (persistent 128x64x64 s8, TMA
-# 64x64x128 s6 and 128x64x64 s8) were the fastest config of no shape by 2% or more in the four suites' sweeps with
-# all ten merged (592 shape sweeps), and TMA 64x64x128 s6 was modelled a hair faster than the persistent builds where
-# it ran 15% slower (H100 dev186)
-KEPT = tuple(key for key in SPACE if key not in ("persistent/128x64x64/g8/w4/s8/k1", "tma/64x64x128/g8/w4/s6/k1",
-                                                  "tma/128x64x64/g8/w4/s8/k1"))  # fmt: skip
+# of those, the seven put in the space (and taken out again until the model ranks them): the other three
+# (persistent 128x64x64 s8, TMA 64x64x128 s6 and 128x64x64 s8) were the fastest config of no shape by 2% or more in
+# the four suites' sweeps with all ten merged (592 shape sweeps), and TMA 64x64x128 s6 was modelled a hair faster than
+# the persistent builds where it ran 15% slower (H100 dev186)
+LEFT_OUT = ("persistent/128x64x64/g8/w4/s8/k1", "tma/64x64x128/g8/w4/s6/k1", "tma/128x64x64/g8/w4/s8/k1")
+KEPT = tuple(key for key in SPACE if key not in LEFT_OUT)
 
 
 def suite_shapes(suite: str, gpu: str) -> list[tuple[str, int, int, int, list[str], list[str]]]:
     """Every shape of the committed ``suite`` sweep with its three fastest configs and SPACE."""
-    from harness import fastest
+    from harness import sweep_shapes
 
-    from theodolite.results import load_results
-
-    return [
-        (f"{suite}:{s.name}", s.M, s.N, s.K, fastest(s.configs, 3), list(SPACE))
-        for s in load_results(f"reports/results/validate-{suite}-{gpu}.json").shapes
-    ]
+    return sweep_shapes(gpu, (suite,), lambda s: list(SPACE))
 
 
 def add_to_space(keys: tuple[str, ...]) -> None:
@@ -106,6 +101,7 @@ def model_check(times_path: str, profile_path: str) -> None:
 
     add_to_space(WINNERS)
     from theodolite.model.predict import evaluate, table_for
+
     from theodolite.profile.hdf5 import load_profile
 
     table = table_for(load_profile(profile_path), "bf16")
@@ -134,6 +130,7 @@ def stage_series(gpu: str) -> None:
 
     from theodolite.kernels.config import Problem
     from theodolite.model.predict import evaluate, table_for
+
     from theodolite.profile.hdf5 import load_profile
     from theodolite.results import load_results
 

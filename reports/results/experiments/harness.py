@@ -88,6 +88,22 @@ def fastest(configs: dict[str, float | None], count: int) -> list[str]:
     return [key for _, key in sorted((ms, key) for key, ms in configs.items() if ms)[:count]]
 
 
+def sweep_shapes(
+    gpu: str, suites: Sequence[str], candidates: Callable[[Any], list[str]]
+) -> list[tuple[str, int, int, int, list[str], list[str]]]:
+    """(suite:name, M, N, K, the sweep's three fastest configs, ``candidates(shape)``) for every shape of the committed
+    ``suites`` sweeps of this GPU whose candidates are not empty: the work list of ``time_candidates``."""
+    from theodolite.results import load_results
+
+    out = []
+    for suite in suites:
+        for s in load_results(f"reports/results/validate-{suite}-{gpu}.json").shapes:
+            extra = candidates(s)
+            if extra:
+                out.append((f"{suite}:{s.name}", s.M, s.N, s.K, fastest(s.configs, 3), extra))
+    return out
+
+
 def time_all(timer: Timer, calls: dict[str, list[Callable[[], Any]]]) -> dict[str, float]:
     """Median ms per call of every candidate, side by side (``Timer.interleaved``, none cut early)."""
     keys = list(calls)

@@ -31,11 +31,11 @@ def model_series(times_path: str, profile_path: str) -> None:
     import math
 
     from deep_stages import add_to_space
-
     from theodolite.kernels.config import Problem
 
     add_to_space(tuple(SERIES))
     from theodolite.model.predict import evaluate, table_for
+
     from theodolite.profile.hdf5 import load_profile
 
     table = table_for(load_profile(profile_path), "bf16")
