@@ -6,10 +6,12 @@ predicted vs measured time over each shape's measured configs, the worst shapes,
 same efficiency for peers (a fixed config; nvMatmulHeuristics when it is installed).
 
     python -m theodolite.model.evaluate reports/results/validate-llm-h100.json \
-        reports/results/validate-random-dev-h100.json --profile profiles/X.h5 [--fit P ...] [--write-profile X.h5]
+        reports/results/validate-random-dev-h100.json --profile profiles/X.h5 [--fit P ... [--bars HINGE]] \
+        [--write-profile X.h5]
 
-Several results files are merged.  ``--write-profile`` stores the model parameters that were fitted (or set)
-into a profile (method "model-fit", settings naming the results files) through the atomic profile writer.
+Several results files are merged.  ``--bars`` fits for the selection bars per suite (``bars_loss``).
+``--write-profile`` stores the model parameters that were fitted (or set) into a profile (method "model-fit",
+settings naming the results files) through the atomic profile writer.
 """
 
 from __future__ import annotations
@@ -174,6 +176,11 @@ def summarize(
 
 
 FIT_FACTORS = (0.25, 0.5, 0.8, 1.25, 2.0, 4.0)
+# coarse to fine: the factors of each round of the coordinate search (``fit(schedule=...)``)
+FINE_SCHEDULE = (FIT_FACTORS, (0.7, 0.85, 1.15, 1.4), (0.9, 0.95, 1.05, 1.1))
+# issue 6's selection bars per suite (geomean >= 0.97, p5 >= 0.90), with a margin: the targets of ``bars_loss``
+BAR_GEOMEAN = 0.975
+BAR_P5 = 0.91
 
 
 def start_scale(name: str) -> float:
@@ -181,38 +188,59 @@ def start_scale(name: str) -> float:
     return 1e-6 if name.endswith("launch_extra") else 8.0
 
 
-def fit(
-    results: Results, profile: Profile, names: Sequence[str], rounds: int = 3, factors: Sequence[float] = FIT_FACTORS
-) -> dict[str, float]:
-    """Coordinate search of named model parameters for selection efficiency (geomean and p5).
+def efficiency_loss(summary: Summary) -> float:
+    """The default fit objective: -(log geomean + 0.5 log p5) over all shapes merged; a pick that was never measured
+    scores as a 0.5 efficiency (else the fit learns to pick those)."""
+    unmeasured = summary.unmeasured_picks / max(len(summary.shapes), 1)
+    return -(math.log(summary.geomean) * (1 - unmeasured) + unmeasured * math.log(0.5)
+             + 0.5 * math.log(max(summary.p5, 1e-6)))  # fmt: skip
 
+
+def bars_loss(summary: Summary, hinge: float = 4.0, geomean: float = BAR_GEOMEAN, p5: float = BAR_P5) -> float:
+    """A fit objective for the bars, which hold per suite: per suite -(log geomean + 0.5 log p5), plus ``hinge`` times
+    its shortfall under the targets.  The merged objective can sink one suite's p5 for the other's geomean."""
+    loss = 0.0
+    for stats in per_suite(summary).values():
+        loss -= math.log(stats["geomean"]) + 0.5 * math.log(max(stats["p5"], 1e-6))
+        loss += hinge * (max(0.0, geomean - stats["geomean"]) + max(0.0, p5 - stats["p5"]))
+    return loss
+
+
+def fit(
+    results: Results,
+    profile: Profile,
+    names: Sequence[str],
+    rounds: int = 3,
+    factors: Sequence[float] = FIT_FACTORS,
+    loss: Callable[[Summary], float] = efficiency_loss,
+    schedule: Sequence[Sequence[float]] | None = None,
+) -> dict[str, float]:
+    """Coordinate search of named model parameters for selection efficiency (``loss`` of the exact argmin's summary).
+
+    Each round tries every parameter at every factor of its value, keeping what lowers the loss: ``rounds`` rounds of
+    ``factors`` (stopping at a round that improves nothing), or one round per entry of ``schedule`` (coarse to fine).
     Returns the best values found; the process-wide overrides are left at them.
     """
     from theodolite.model.hardware import current_parameters, set_parameters
 
     values = {name: current_parameters(profile)[name] for name in names}
 
-    def loss(candidate: dict[str, float]) -> float:
+    def score(candidate: dict[str, float]) -> float:
         set_parameters(**candidate)
         summary = summarize(results, profile, {"fixed": fixed_pick}, exact=True)
-        if not math.isfinite(summary.geomean):
-            return math.inf
-        # a pick that was never measured scores as a 0.5 efficiency (else the fit learns to pick those)
-        unmeasured = summary.unmeasured_picks / max(len(summary.shapes), 1)
-        return -(math.log(summary.geomean) * (1 - unmeasured) + unmeasured * math.log(0.5)
-                 + 0.5 * math.log(max(summary.p5, 1e-6)))  # fmt: skip
+        return loss(summary) if math.isfinite(summary.geomean) else math.inf
 
-    best = loss(values)
-    for _ in range(rounds):
+    best = score(values)
+    for step in schedule if schedule is not None else [factors] * rounds:
         improved = False
         for name in names:
-            for factor in factors:
+            for factor in step:
                 trial = dict(values)
                 trial[name] = values[name] * factor if values[name] else start_scale(name) * factor
-                value = loss(trial)
+                value = score(trial)
                 if value < best - 1e-6:
                     best, values, improved = value, trial, True
-        if not improved:
+        if not improved and schedule is None:
             break
     set_parameters(**values)
     return values
@@ -297,6 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--worst", type=int, default=15)
     parser.add_argument("--no-peers", action="store_true", help="skip nvMatmulHeuristics")
     parser.add_argument("--fit", nargs="*", default=None, metavar="PARAM", help="fit these model parameters first")
+    parser.add_argument(
+        "--bars", type=float, default=None, metavar="HINGE",
+        help="fit for the selection bars per suite (bars_loss with this hinge), coarse to fine",
+    )  # fmt: skip
     parser.add_argument("--set", nargs="*", default=[], metavar="PARAM=VALUE", help="set model parameters")
     parser.add_argument(
         "--write-profile", default=None, metavar="PATH",
@@ -319,7 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         set_parameters(**stored)
     if args.fit is not None:
         names = args.fit or ["model_latency_hiding", "model_iteration_overhead", "model_tile_overhead"]
-        values = fit(results, profile, names)
+        values = (
+            fit(results, profile, names)
+            if args.bars is None
+            else fit(results, profile, names, loss=lambda s: bars_loss(s, args.bars), schedule=FINE_SCHEDULE)
+        )
         stored.update(values)
         print("fitted: " + ", ".join(f"{name}={value:.4g}" for name, value in values.items()))
     if args.write_profile:

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 from theodolite.kernels.config import Problem
 from theodolite.model import rank
-from theodolite.model.evaluate import FIXED_CONFIG, format_summary, main, summarize
+from theodolite.model.evaluate import (
+    BAR_GEOMEAN,
+    BAR_P5,
+    FINE_SCHEDULE,
+    FIXED_CONFIG,
+    ShapeScore,
+    Summary,
+    bars_loss,
+    efficiency_loss,
+    fit,
+    format_summary,
+    main,
+    per_suite,
+    summarize,
+)  # fmt: skip
 
 from theodolite.profile.datasheet import h100_sxm
 from theodolite.results import Results, ShapeResult, save_results
@@ -64,3 +79,45 @@ def test_cli(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = capsys.readouterr().out
     assert "selection efficiency geomean 1.0000" in out
     assert "peer fixed" in out and FIXED_CONFIG
+
+
+def _summary(efficiencies: dict[str, list[float]]) -> Summary:
+    """A Summary whose shapes carry only names (llm vs devNNN) and efficiencies: what the fit losses read."""
+    shapes = [
+        ShapeScore(f"{suite}{i:03d}", 1, 1, 1, "a", "a", 1.0, 1.0, value, math.nan, None)
+        for suite, values in efficiencies.items()
+        for i, value in enumerate(values)
+    ]
+    return Summary(shapes, math.nan, math.nan, math.nan, math.nan, 0, {}, math.nan)
+
+
+def test_bars_loss_is_per_suite_with_a_hinge_under_the_bars() -> None:
+    perfect = _summary({"llama": [1.0] * 40, "dev": [1.0] * 40})
+    assert bars_loss(perfect) == pytest.approx(0.0)
+    # random-dev's p5 at 0.8 (three of 40 shapes): its own terms, and the hinge on its 0.11 shortfall under 0.91
+    low = _summary({"llama": [1.0] * 40, "dev": [0.8] * 3 + [1.0] * 37})
+    stats = per_suite(low)["random-dev"]
+    assert stats["p5"] == pytest.approx(0.8)
+    unhinged = -(math.log(stats["geomean"]) + 0.5 * math.log(0.8))
+    assert bars_loss(low, hinge=0.0) == pytest.approx(unhinged)
+    assert stats["geomean"] > BAR_GEOMEAN  # 0.8 ** (3 / 40): over its target, no hinge on the geomean
+    assert bars_loss(low, hinge=10.0) == pytest.approx(unhinged + 10.0 * (BAR_P5 - 0.8))
+    # the merged objective sees one suite of 80 shapes: the same shapes score differently per suite
+    assert efficiency_loss(dataclasses.replace(low, geomean=stats["geomean"] ** 0.5, p5=0.9)) != bars_loss(low, 0.0)
+
+
+def test_fit_never_raises_its_loss_and_keeps_what_it_returns() -> None:
+    """From a perturbed start, the coarse-to-fine search ends at a loss no higher than the start's (on results the
+    model generated at its defaults), and leaves the process-wide override at the value it returns."""
+    from theodolite.model.hardware import current_parameters, reset_parameters, set_parameters
+
+    results = _results()
+    reset_parameters()
+    try:
+        set_parameters(model_latency_hiding=0.1)
+        start = bars_loss(summarize(results, H100, exact=True))
+        values = fit(results, H100, ["model_latency_hiding"], loss=bars_loss, schedule=FINE_SCHEDULE)
+        assert current_parameters(H100)["model_latency_hiding"] == values["model_latency_hiding"]
+        assert bars_loss(summarize(results, H100, exact=True)) <= start
+    finally:
+        reset_parameters()
