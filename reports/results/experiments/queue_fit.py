@@ -44,17 +44,15 @@ def leave_out(keys: set[str]) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    argv = list(argv)
-    keys: set[str] = set()
-    if "--without" in argv:
-        at = argv.index("--without")
-        end = next((i for i in range(at + 1, len(argv)) if argv[i].startswith("--")), len(argv))
-        keys, argv = set(argv[at + 1 : end]), argv[:at] + argv[end:]
-    leave_out(keys)
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--without", nargs="*", default=[], metavar="KEY")
+    args, rest = parser.parse_known_args(argv)
+    leave_out(set(args.without))
     from theodolite.model.evaluate import main as evaluate
 
-    return evaluate(argv)
-
+    return evaluate(rest)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
