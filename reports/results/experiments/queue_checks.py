@@ -48,25 +48,14 @@ def more_sms(count: int, seed: int) -> None:
 
 
 def fast_misses() -> None:
-    from test_model_fast import _bundled_h100, _shapes  # type: ignore[import-not-found]
+    from test_model_fast import _bundled_h100, fast_misses as misses_of  # type: ignore[import-not-found]
 
-    from theodolite.kernels.config import Problem
-    from theodolite.model import fast
-    from theodolite.model.predict import choose_index, table_for
+    from theodolite.model.predict import table_for
 
-    table = table_for(_bundled_h100(), "bf16")
-    misses = []
-    for m, n, k in _shapes(600, 2):
-        for layout in ("nn", "nt"):
-            problem = Problem(m, n, k, layout=layout)
-            i_fast, t_fast = fast.choose_fast(table, problem)
-            i_full, times = choose_index(table, problem)
-            if i_fast != i_full:
-                misses.append((float(times[i_full]) / t_fast, m, n, k, layout, table.keys[i_fast], table.keys[i_full]))
+    misses = misses_of(table_for(_bundled_h100(), "bf16"))
     print(f"{len(misses)} misses of 1200")
     for row in sorted(misses)[:8]:
         print("%.4f  %dx%dx%d %s  fast %s  exact %s" % row)
-
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["more-sms"]:
