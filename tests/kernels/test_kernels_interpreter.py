@@ -357,6 +357,37 @@ def test_strided_views() -> None:
     check(run(neither, b, CONFIGS["persistent"]), neither, b, torch.float32)
 
 
+@pytest.mark.parametrize("variant", list(CONFIGS))
+def test_padded_output_and_c_leave_their_neighbours(variant: str) -> None:
+    """Output and C in buffers with 16-byte rows and N not a multiple of 8 (the epilogue promises contiguous columns
+    only): right results, and the buffer's columns past N untouched."""
+    a = operand(20, 64, False, torch.float16)  # K = 64: four K-steps, enough for split-K's three slices
+    b = operand(64, 27, True, torch.float16)  # stored [27, 64]: aligned rows whatever N is (TMA needs them)
+    buf = torch.full((20, 32), 7.0, dtype=torch.float16)
+    out = buf[:, :27]
+    out.fill_(float("nan"))
+    c = torch.randn(20, 32).half()[:, :27]
+    assert gemm(a, b, CONFIGS[variant], out=out, c=c, beta=1.0, num_sms=3) is out
+    check(out, a, b, torch.float16, c=c, beta=1.0)
+    assert (buf[:, 27:] == 7.0).all()
+
+
+def test_epilogue_promises_are_never_wider_than_the_column_mask() -> None:
+    from theodolite.kernels.launch import _epilogue_vecs
+
+    half = torch.float16
+    dense = torch.empty(1, 20, 32, dtype=half)
+    padded = torch.empty(1, 20, 32, dtype=half)[:, :, :27]  # 16-byte rows, N = 27: a per-element mask
+    strided = torch.empty(1, 32, 20, dtype=half).transpose(1, 2)
+    assert _epilogue_vecs(dense, None, 32) == (8, 0, 8)
+    assert _epilogue_vecs(dense, dense, 32) == (8, 8, 8)
+    assert _epilogue_vecs(padded, padded, 27) == (1, 1, 1)
+    assert _epilogue_vecs(torch.empty(1, 20, 27, dtype=half), None, 27) == (1, 0, 1)
+    assert _epilogue_vecs(strided, dense, 20) == (0, 1, 1)
+    # fp32 output (4 a vector), N = 36: C's 8-element promise narrows to the mask's 4
+    assert _epilogue_vecs(torch.empty(1, 20, 36), torch.empty(1, 20, 40, dtype=half)[:, :, :36], 36) == (4, 4, 4)
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
