@@ -384,8 +384,21 @@ def test_epilogue_promises_are_never_wider_than_the_column_mask() -> None:
     assert _epilogue_vecs(padded, padded, 27) == (1, 1, 1)
     assert _epilogue_vecs(torch.empty(1, 20, 27, dtype=half), None, 27) == (1, 0, 1)
     assert _epilogue_vecs(strided, dense, 20) == (0, 1, 1)
+    assert _epilogue_vecs(torch.empty(1, 20, 32, dtype=half)[:, :, :30], dense, 30) == (1, 1, 1)
+    # 16-byte rows starting two elements in: no 16-byte promise
+    assert _epilogue_vecs(torch.empty(1, 20, 40, dtype=half)[:, :, 2:34], None, 32) == (1, 0, 1)
     # fp32 output (4 a vector), N = 36: C's 8-element promise narrows to the mask's 4
     assert _epilogue_vecs(torch.empty(1, 20, 36), torch.empty(1, 20, 40, dtype=half)[:, :, :36], 36) == (4, 4, 4)
+
+
+@pytest.mark.parametrize("variant", list(CONFIGS))
+@pytest.mark.parametrize("n", [26, 28, 30])
+def test_even_n_outputs_with_c(variant: str, n: int) -> None:
+    """Outputs whose rows are 4- or 8-byte aligned only (the epilogue's partial-vector experiment, out_vec.py --wide)."""
+    a = operand(20, 64, False, torch.float16)
+    b = operand(64, n, True, torch.float16)
+    c = torch.randn(20, n).half()
+    check(run(a, b, CONFIGS[variant], c=c, beta=0.5), a, b, torch.float16, c=c, beta=0.5)
 
 
 @pytest.mark.parametrize(

@@ -17,21 +17,43 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-WAYS = ("as-is", "vec0")
+WAYS = ("as-is", "vec0")  # --wide: ("as-is", "wide") on the shapes whose N is even
+
+
+def _pow2_dividing(*values: int, top: int) -> int:
+    bits = top
+    for v in values:
+        bits |= v
+    return bits & -bits
+
+
+def _wide_vecs(out3: Any, c3: Any, n: int) -> tuple[int, int, int]:
+    """``launch._epilogue_vecs`` with partial vectors: the widest power of two (up to 16 bytes) dividing the output's
+    row and batch strides and base address, and N, so an even N stores 4- or 8-byte vectors."""
+    full = 16 // out3.element_size()
+    if out3.stride(2) != 1 and n > 1:
+        return 0, 0, 1
+    rows = out3.stride(1) if out3.shape[1] > 1 else 0
+    batches = out3.stride(0) if out3.shape[0] > 1 else 0
+    vec = _pow2_dividing(rows, batches, out3.data_ptr() // out3.element_size(), n, top=full)
+    return vec, 0 if c3 is None else 1, vec
 
 
 @contextlib.contextmanager
 def promise(way: str) -> Iterator[None]:
-    """``launch._row_vec`` as shipped, or returning 0 where it would return 1 (``way`` 'vec0')."""
+    """``launch``'s epilogue promises as shipped, or ``_row_vec`` returning 0 where it would return 1 ('vec0'), or
+    partial vectors ('wide', no C)."""
     from theodolite.kernels import launch
 
-    shipped = launch._row_vec
+    shipped, shipped_vecs = launch._row_vec, launch._epilogue_vecs
     if way == "vec0":
         launch._row_vec = lambda x, n: 0 if shipped(x, n) == 1 else shipped(x, n)  # type: ignore[assignment]
+    if way == "wide":
+        launch._epilogue_vecs = _wide_vecs  # type: ignore[assignment]
     try:
         yield
     finally:
-        launch._row_vec = shipped  # type: ignore[assignment]
+        launch._row_vec, launch._epilogue_vecs = shipped, shipped_vecs  # type: ignore[assignment]
 
 
 def plans(sets: list[Any], key: str, way: str) -> list[Any]:
@@ -67,9 +89,14 @@ def main() -> None:
     from theodolite.kernels.config import ConfigError
     from theodolite.results import load_results
 
+    global WAYS
+    wide = "--wide" in sys.argv[1:]
+    if wide:
+        WAYS = ("as-is", "wide")
     gpu = gpu_name()
     todo = [(s.name, s.M, s.N, s.K, fastest(s.configs, 3))
-            for s in load_results(f"reports/results/validate-random-dev-{gpu}.json").shapes if s.N % 8]  # fmt: skip
+            for s in load_results(f"reports/results/validate-random-dev-{gpu}.json").shapes
+            if s.N % 8 and not (wide and s.N % 2)]  # fmt: skip
     tasks = sorted({(m, n, k, key, way) for _, m, n, k, keys in todo for key in keys for way in WAYS})
     print("warmed", sum(in_workers(warm, tasks, workers=14)), "of", len(tasks), "shapes", len(todo), flush=True)
     timer = Timer()
@@ -92,15 +119,16 @@ def main() -> None:
             key, _, way = c.partition("@")
             rows.append({"shape": name, "M": m, "N": n, "K": k, "config": key, "way": way or "-", "us": t * 1e3})
         best = {w: min((t for c, t in times.items() if c.endswith("@" + w)), default=math.inf) for w in WAYS}
-        ratios.append(best["as-is"] / best["vec0"])
+        other = WAYS[1]
+        ratios.append(best["as-is"] / best[other])
         print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, as-is {best['as-is'] * 1e3:.2f} "
-              f"(x{times['torch'] / best['as-is']:.3f}), vec0 {best['vec0'] * 1e3:.2f} "
-              f"(x{times['torch'] / best['vec0']:.3f})", flush=True)  # fmt: skip
+              f"(x{times['torch'] / best['as-is']:.3f}), {other} {best[other] * 1e3:.2f} "
+              f"(x{times['torch'] / best[other]:.3f})", flush=True)  # fmt: skip
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-    print(f"best as-is / best vec0 over {len(ratios)} shapes: geomean {geo:.3f}, min {min(ratios):.3f}, "
+    print(f"best as-is / best {other} over {len(ratios)} shapes: geomean {geo:.3f}, min {min(ratios):.3f}, "
           f"max {max(ratios):.3f}", flush=True)  # fmt: skip
-    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/out_vec.py"
-    print("wrote", write_rows(f"out-vec-{gpu}", command, rows), file=sys.stderr)
+    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/out_vec.py" + (" --wide" if wide else "")
+    print("wrote", write_rows(f"out-vec{'-wide' if wide else ''}-{gpu}", command, rows), file=sys.stderr)
 
 
 if __name__ == "__main__":
