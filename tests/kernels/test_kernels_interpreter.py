@@ -394,7 +394,7 @@ def test_epilogue_promises_are_never_wider_than_the_column_mask() -> None:
 @pytest.mark.parametrize("variant", list(CONFIGS))
 @pytest.mark.parametrize("n", [26, 28, 30])
 def test_even_n_outputs_with_c(variant: str, n: int) -> None:
-    """Outputs whose rows are 4- or 8-byte aligned only (the epilogue's partial-vector experiment, out_vec.py --wide)."""
+    """Outputs whose rows are 4- or 8-byte aligned only (the partial-vector experiment: out_vec.py --wide)."""
     a = operand(20, 64, False, torch.float16)
     b = operand(64, n, True, torch.float16)
     c = torch.randn(20, n).half()
