@@ -22,6 +22,7 @@ from typing import Any
 
 import triton
 import triton.language as tl
+from theodolite.kernels.epilogue import tile_coords
 
 SMS = 132  # both our GPUs; the script reads the device's count and stops if it differs
 SHAPES = {
@@ -38,17 +39,6 @@ BK = 64
 SMEM_BUDGET = 200 * 1024  # bytes of pipeline stages a config may take (the H100's 227 KB less the epilogue's scratch)
 MIN_FILL = 0.75
 MIN_USED = 0.85
-
-
-@triton.jit
-def _coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    in_group = GROUP_M * num_pid_n
-    group = tile // in_group
-    first_m = group * GROUP_M
-    group_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + ((tile % in_group) % group_m)
-    pid_n = (tile % in_group) // group_m
-    return pid_m, pid_n
 
 
 @triton.jit
@@ -92,7 +82,7 @@ def composite_kernel(
     num_pid_n = tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
     for tile in tl.range(pid, num_tiles, programs):
-        pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        _, pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)  # one batch: index 0
         off_m = pid_m * BM
         off_n = pid_n * BN
         acc0 = tl.zeros((BM, BN0), dtype=tl.float32)

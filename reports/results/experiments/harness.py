@@ -1,6 +1,7 @@
 """What the device experiments share (``pitch_copy.py``, ``small_copy.py``, ``sync_prefetch.py``, ``short_k.py``,
 ``decode_tiles.py``, ``zero_fill.py``, ``deep_splitk.py``, ``splitk_reduce.py``, ``streamk_rounds.py``,
-``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``): the GPU's short name, compiling in worker processes, the
+``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``,
+``out_vec.py``, ``composite_tiles.py``): the GPU's short name, compiling in worker processes, the
 copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
 torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
 results file, and merging an experiment's times into a committed results file."""
@@ -204,6 +205,21 @@ def add_runs(
         runs = checked_runs(sets, key, ref, settings or {})
         if runs is not None:
             calls[key] = runs
+
+
+def way_rows(name: str, m: int, n: int, k: int, times: dict[str, float], **extra: Any) -> list[dict[str, Any]]:
+    """One results row per timed candidate named 'config@way' (torch.matmul's way '-'), in us, ``extra`` fields
+    before the config: what the experiments that time each config two ways write."""
+    rows = []
+    for c, t in times.items():
+        key, _, way = c.partition("@")
+        rows.append({"shape": name, "M": m, "N": n, "K": k, **extra, "config": key, "way": way or "-", "us": t * 1e3})
+    return rows
+
+
+def best_by_way(times: dict[str, float], ways: Sequence[str]) -> dict[str, float]:
+    """The fastest time of each way's candidates ('config@way'; inf where none ran)."""
+    return {w: min((t for c, t in times.items() if c.endswith("@" + w)), default=float("inf")) for w in ways}
 
 
 def write_rows(name: str, command: str, rows: list[dict[str, Any]]) -> str:

@@ -84,7 +84,8 @@ def warm(tasks: list[tuple[int, int, int, str, str]]) -> int:
 
 def main() -> None:
     import torch
-    from harness import fastest, first_right, gpu_name, in_workers, time_as_validate, validate_inputs, write_rows
+    from harness import best_by_way, fastest, first_right, gpu_name, in_workers, time_as_validate, validate_inputs
+    from harness import way_rows, write_rows
     from theodolite.kernels.benchmark import Timer
     from theodolite.kernels.config import ConfigError
     from theodolite.results import load_results
@@ -115,10 +116,8 @@ def main() -> None:
                     calls[f"{key}@{way}"] = [q.run for q in p]
         torch.cuda.synchronize()
         times = time_as_validate(timer, inputs, calls)
-        for c, t in times.items():
-            key, _, way = c.partition("@")
-            rows.append({"shape": name, "M": m, "N": n, "K": k, "config": key, "way": way or "-", "us": t * 1e3})
-        best = {w: min((t for c, t in times.items() if c.endswith("@" + w)), default=math.inf) for w in WAYS}
+        rows += way_rows(name, m, n, k, times)
+        best = best_by_way(times, WAYS)
         other = WAYS[1]
         ratios.append(best["as-is"] / best[other])
         print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, as-is {best['as-is'] * 1e3:.2f} "

@@ -85,7 +85,8 @@ def shapes(gpu: str) -> list[tuple[str, int, int, int, str, list[str]]]:
 
 def main() -> None:
     import torch
-    from harness import first_right, gpu_name, in_workers, time_as_validate, validate_inputs, warm_plans, write_rows
+    from harness import best_by_way, first_right, gpu_name, in_workers, time_as_validate, validate_inputs, warm_plans
+    from harness import way_rows, write_rows
     from theodolite.kernels.benchmark import Timer
 
     gpu = gpu_name()
@@ -107,12 +108,8 @@ def main() -> None:
                     calls[f"{key}@{'offsets' if offsets else 'pointers'}"] = [p.run for p in plans]
         torch.cuda.synchronize()
         times = time_as_validate(timer, inputs, calls)
-        for c, t in times.items():
-            key, _, way = c.partition("@")
-            rows.append({"shape": name, "M": m, "N": n, "K": k, "loads": loads, "config": key, "way": way or "-",
-                         "us": t * 1e3})  # fmt: skip
-        best = {w: min((t for c, t in times.items() if c.endswith("@" + w)), default=math.inf)
-                for w in ("pointers", "offsets")}  # fmt: skip
+        rows += way_rows(name, m, n, k, times, loads=loads)
+        best = best_by_way(times, ("pointers", "offsets"))
         ratios.append(best["pointers"] / best["offsets"])
         print(f"{name} {m}x{n}x{k} {loads}: torch {times['torch'] * 1e3:.2f} us, best pointers "
               f"{best['pointers'] * 1e3:.2f} (x{times['torch'] / best['pointers']:.3f}), offsets {best['offsets'] * 1e3:.2f} "

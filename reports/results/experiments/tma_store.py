@@ -106,7 +106,8 @@ def warm_both(tasks: list[tuple[int, int, int, str, bool]]) -> int:
 
 def main() -> None:
     import torch
-    from harness import first_right, gpu_name, in_workers, time_as_validate, validate_inputs, write_rows
+    from harness import best_by_way, first_right, gpu_name, in_workers, time_as_validate, validate_inputs, way_rows
+    from harness import write_rows
     from theodolite.kernels.benchmark import Timer
     from theodolite.kernels.config import ConfigError
 
@@ -140,11 +141,8 @@ def main() -> None:
                     calls[f"{key}@{'tma-store' if store else 'stores'}"] = [p.run for p in plans]
         torch.cuda.synchronize()
         times = time_as_validate(timer, inputs, calls)
-        for c, t in times.items():
-            key, _, way = c.partition("@")
-            rows.append({"shape": name, "M": m, "N": n, "K": k, "config": key, "way": way or "-", "us": t * 1e3})
-        best = {w: min((t for c, t in times.items() if c.endswith("@" + w)), default=float("inf"))
-                for w in ("stores", "tma-store")}  # fmt: skip
+        rows += way_rows(name, m, n, k, times)
+        best = best_by_way(times, ("stores", "tma-store"))
         print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.1f} us, stores {best['stores'] * 1e3:.1f} "
               f"(x{times['torch'] / best['stores']:.3f}), tma-store {best['tma-store'] * 1e3:.1f} "
               f"(x{times['torch'] / best['tma-store']:.3f})", flush=True)  # fmt: skip
