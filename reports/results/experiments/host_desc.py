@@ -1,0 +1,110 @@
+"""TMA descriptors made on the host instead of in the kernel: is the TMA variant's fixed cost the descriptors?
+
+``tiny_floor.py`` found our TMA configs 1.4-2.0 us slower than the pointer kernel with the same tile on small shapes
+(64x128x64 s4: 3.88 against 2.33 us at 64x64x64; 15.8 against 13.8 at 128x5248x1920): the kernel builds its two
+descriptors in global memory (``tl.make_tensor_descriptor``) before its first load.  Here the same persistent TMA
+kernel (``composite_tiles.composite_kernel``, power-of-two tiles) with in-kernel descriptors, and a copy that takes
+``triton.tools.tensor_descriptor.TensorDescriptor`` arguments (the CUtensorMap encoded by the launcher on the host,
+passed as a kernel parameter), beside our TMA and pointer kernels and torch.matmul, as ``validate`` times a shape.  Run
+on a GPU from the repository root (writes ``$OUT/host-desc-<gpu>.json``)::
+
+    PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/host_desc.py
+"""
+
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+import triton
+import triton.language as tl
+from composite_tiles import _store, composite_kernel
+from theodolite.kernels.epilogue import tile_coords
+
+SHAPES = ((64, 64, 64), (128, 128, 640), (1536, 512, 640), (128, 5248, 1920), (128, 4096, 4096), (128, 6144, 4096),
+          (128, 8192, 3584), (512, 4096, 4096), (512, 4096, 14336), (64, 4096, 4096))  # fmt: skip
+TILES = ((64, 128, 4, 4), (64, 128, 4, 8), (128, 128, 8, 6), (64, 64, 4, 8))  # BM, BN, warps, stages
+BK = 64
+SMS = 132
+
+
+@triton.jit(do_not_specialize=["M", "N", "K", "ldc", "num_tiles"])
+def host_desc_kernel(
+    a_desc, b_desc, c_ptr, M, N, K, ldc, num_tiles,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    """``composite_kernel`` (power-of-two tiles, row-major A and B) with its descriptors made on the host."""
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    for tile in tl.range(pid, num_tiles, programs):
+        _, pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kk in range(k_tiles):
+            a = a_desc.load([off_m, kk * BK])
+            b = b_desc.load([kk * BK, off_n])
+            acc = tl.dot(a, b, acc)
+        _store(acc, c_ptr, off_m, off_n, M, N, ldc, BM, BN, False)
+
+
+def launches(sets: list[Any], key: str) -> list[Any]:
+    """Each (A, B, out) set's direct launch of 'host/BMxBN/wW/sS' or 'device/BMxBN/wW/sS'."""
+    from theodolite.kernels.launch import _ensure_allocator, _Launch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    _ensure_allocator()
+    where, tile, w, s = key.split("/")
+    bm, bn = (int(x) for x in tile.split("x"))
+    meta = {"num_warps": int(w[1:]), "num_stages": int(s[1:])}
+    runs = []
+    for a, b, out in sets:
+        m, k = a.shape
+        n = b.shape[1]
+        tiles = -(-m // bm) * -(-n // bn)
+        grid = (min(tiles, SMS),)
+        if where == "host":
+            a_desc = TensorDescriptor.from_tensor(a, [bm, BK])
+            b_desc = TensorDescriptor.from_tensor(b, [BK, bn])
+            args = (a_desc, b_desc, out, m, n, k, out.stride(0), tiles)
+            runs.append(_Launch(host_desc_kernel, grid, args, {"BM": bm, "BN": bn, "BK": BK, "GROUP_M": 8, **meta}))
+        else:
+            args = (a, b, out, m, n, k, a.stride(0), b.stride(0), out.stride(0), tiles)
+            kwargs = {"BM": bm, "BN0": bn, "BN1": 0, "BK": BK, "GROUP_M": 8, "A_KMAJOR": True, "B_KMAJOR": False,
+                      "TRANS_OUT": False, **meta}  # fmt: skip
+            runs.append(_Launch(composite_kernel, grid, args, kwargs))
+    return runs
+
+
+def main() -> None:
+    import torch
+    from harness import add_runs, first_right, gpu_name, time_as_validate, validate_inputs, write_rows
+    from theodolite.kernels.benchmark import Timer
+
+    timer = Timer()
+    rows = []
+    for m, n, k in SHAPES:
+        inputs, sets, calls = validate_inputs(m, n, k, timer)
+        ref = inputs.ref.float()
+        ours = [f"{v}/{bm}x{bn}x64/g8/w{w}/s{s}/k1" for bm, bn, w, s in TILES for v in ("tma", "persistent")]
+        add_runs(calls, sets, ours, ref)
+        for bm, bn, w, s in TILES:
+            for where in ("device", "host"):
+                key = f"{where}/{bm}x{bn}/w{w}/s{s}"
+                runs = launches(sets, key)
+                if first_right([SimpleNamespace(run=runs[0])], sets[0][2], ref, m, n, k, key):
+                    calls[key] = runs
+        torch.cuda.synchronize()
+        times = time_as_validate(timer, inputs, calls)
+        for c, t in times.items():
+            rows.append({"M": m, "N": n, "K": k, "config": c, "us": t * 1e3})
+        line = " ".join(f"{c}={t * 1e3:.2f}" for c, t in times.items())
+        print(f"{m}x{n}x{k}: {line}", flush=True)
+    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/host_desc.py"
+    print("wrote", write_rows(f"host-desc-{gpu_name()}", command, rows), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
