@@ -84,7 +84,7 @@ def _source(
             EDGE_MASK=masked_edges(config),
         )
     else:
-        constexprs["BATCHED"] = False
+        constexprs.update(BATCHED=False, HOST_DESC=False)  # the shipped binaries: descriptors made in the kernel
     if config.variant == "splitk":
         # the cooperative reduction's binary where the config can reduce cooperatively (config.cooperative_reduction:
         # the shapes it serves are one wave of programs, where that is the binary that runs)

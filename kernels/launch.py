@@ -412,6 +412,48 @@ def _direct_launcher(compiled: Any, grid: tuple[int, ...]) -> Callable[..., None
     return launch
 
 
+def host_descriptors_enabled() -> bool:
+    """TMA configs take their operand descriptors encoded on the host (``THEODOLITE_TMA_HOST_DESC=1``, read when a plan
+    is made; off by default: the profiles' builds, the model and the validation files are of in-kernel descriptors)."""
+    return os.environ.get("THEODOLITE_TMA_HOST_DESC", "0") not in ("", "0")
+
+
+class _Descriptor:
+    """A TMA operand descriptor made on the host: the box over the operand the kernel would describe itself
+    (``kernels/tma.py``), re-made over each call's tensor on the fast path (``source``: the gemm() argument it
+    describes, or None for a padded copy's buffer, a constant of the plan)."""
+
+    __slots__ = ("source", "shape", "strides", "block")
+
+    def __init__(self, source: int | None, shape: list[int], strides: list[int], block: list[int]) -> None:
+        self.source, self.shape, self.strides, self.block = source, shape, strides, block
+
+    @classmethod
+    def of_operand(
+        cls, source: int | None, k_major: bool, rows: int, k: int, ld: int, batch_stride: int, batch: int,
+        box: tuple[int, int],
+    ) -> _Descriptor:  # fmt: skip
+        """As tma_kernel's in-kernel descriptor: [rows, K] (or [K, rows] when not K-major), a leading batch dimension
+        for batched problems; ``box``: (block rows, block K)."""
+        shape, block = ([rows, k], [box[0], box[1]]) if k_major else ([k, rows], [box[1], box[0]])
+        if batch > 1:
+            return cls(source, [batch, *shape], [batch_stride, ld, 1], [1, *block])
+        return cls(source, shape, [ld, 1], block)
+
+    def make(self, tensor: torch.Tensor, checked: bool = True) -> Any:
+        """The descriptor over ``tensor``; ``checked=False`` (the launch cache, whose key holds the tensor's metadata
+        and base address modulo 16 bytes, as when the plan's checked one was made) skips TensorDescriptor's checks."""
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        if checked:
+            return TensorDescriptor(tensor, self.shape, self.strides, self.block)
+        desc = object.__new__(TensorDescriptor)
+        desc.base, desc.shape, desc.strides, desc.block_shape, desc.padding = (
+            tensor, self.shape, self.strides, self.block, "zero",
+        )  # fmt: skip
+        return desc
+
+
 class _Launch:
     """One kernel launch of a plan.
 
@@ -420,7 +462,8 @@ class _Launch:
     arguments in signature order, skipping Triton's Python binder (tens of microseconds of CPU per
     launch on H100, which dominated tiny GEMMs).  ``sources[i]`` names which gemm() tensor
     (0 a, 1 b, 2 out, 3 c, 4 bias) positional argument i is, so a cached launch can be re-bound to
-    new tensors of the same metadata (see ``_FastGemm``); None means a constant of the plan.
+    new tensors of the same metadata (see ``_FastGemm``), or the host-made TMA descriptor over one
+    (``_Descriptor``); None means a constant of the plan.
     """
 
     def __init__(
@@ -429,7 +472,7 @@ class _Launch:
         grid: tuple[int, ...],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        sources: tuple[int | None, ...] = (),
+        sources: tuple[int | _Descriptor | None, ...] = (),
     ) -> None:
         self.kernel = kernel
         self.grid = grid
@@ -706,7 +749,19 @@ def plan_gemm(
             **flags,
             "FLATTEN": config.flatten,
         }
-        plan.steps.append(_Launch(tma_kernel, grid, pointers, kwargs, psrc))
+        args: tuple[Any, ...] = pointers
+        sources: tuple[int | _Descriptor | None, ...] = psrc
+        if host_descriptors_enabled():
+            a_box = (config.block_m, config.block_k)
+            b_box = (config.block_n, config.block_k)
+            descs = (
+                _Descriptor.of_operand(psrc[0], a_op.row_major, lm, k, a_op.ld, sab, batch, a_box),
+                _Descriptor.of_operand(psrc[1], not b_op.row_major, ln, k, b_op.ld, sbb, batch, b_box),
+            )
+            args = (descs[0].make(a_op.tensor), descs[1].make(b_op.tensor), *pointers[2:])
+            sources = (*(d.source if d.source in (None, -1) else d for d in descs), *psrc[2:])
+            kwargs["HOST_DESC"] = True
+        plan.steps.append(_Launch(tma_kernel, grid, args, kwargs, sources))
     elif config.variant == "streamk":
         from theodolite.kernels.streamk import streamk_kernel
 
@@ -790,7 +845,7 @@ class _FastGemm:
     def __init__(
         self,
         copies: list[_AlignedCopy],
-        launches: list[tuple[Callable[..., None], list[Any], tuple[tuple[int, int], ...]]],
+        launches: list[tuple[Callable[..., None], list[Any], tuple[tuple[int, int | _Descriptor], ...]]],
         out_shape: tuple[int, ...] | None,
         out_dtype: torch.dtype,
     ) -> None:
@@ -806,7 +861,7 @@ class _FastGemm:
         if not plan.steps:
             return None
         copies: list[_AlignedCopy] = []
-        launches: list[tuple[Callable[..., None], list[Any], tuple[tuple[int, int], ...]]] = []
+        launches: list[tuple[Callable[..., None], list[Any], tuple[tuple[int, int | _Descriptor], ...]]] = []
         for step in plan.steps:
             if isinstance(step, _AlignedCopy) and step.source in (0, 1) and not launches:
                 copies.append(step)
@@ -838,7 +893,10 @@ class _FastGemm:
         for runner, ordered, slots in self.launches:
             args = ordered.copy()
             for i, source in slots:
-                args[i] = tensors[source]
+                if type(source) is int:
+                    args[i] = tensors[source]
+                else:  # a TMA descriptor made on the host, over this call's operand
+                    args[i] = source.make(tensors[source.source], False)  # type: ignore[union-attr,index,arg-type]
             runner(*args)
         return out
 

@@ -4,6 +4,9 @@ built in the kernel (``tl.make_tensor_descriptor``; needs ``triton.set_allocator
 TMA zero-fills out-of-bounds boxes, so edges need no masks or wraps; it needs 16-byte aligned
 base and row strides (gemm() copies a misaligned operand into a padded buffer, see
 ``config.needs_aligned_copy``).  Batched problems use 3-D descriptors.  ``FLATTEN`` as in persistent.py.
+``HOST_DESC`` (``THEODOLITE_TMA_HOST_DESC=1``, off by default): the two operand descriptors come encoded from the host
+as kernel parameters instead (1.3 us less per launch, H100: experiments' ``host_desc.py``; the profiles' builds, the
+model and the validation files are of the in-kernel descriptors).
 """
 
 from __future__ import annotations
@@ -57,10 +60,13 @@ def tma_kernel(
     A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, BATCHED: tl.constexpr,
     PRECISION: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr, HAS_SCALE: tl.constexpr,
     OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
-    FLATTEN: tl.constexpr,
+    FLATTEN: tl.constexpr, HOST_DESC: tl.constexpr = False,
 ):  # fmt: skip
     # Operand extents as stored (LM/LN: padded widths of a copied operand; TMA zero-fills past M, N, K).
-    if BATCHED:
+    if HOST_DESC:  # a_ptr and b_ptr are descriptors encoded on the host (launch.host_descriptors), the same boxes
+        a_desc = a_ptr
+        b_desc = b_ptr
+    elif BATCHED:
         if A_KMAJOR:  # noqa: SIM108
             a_desc = tl.make_tensor_descriptor(a_ptr, [batch, LM, K], [stride_ab, stride_a, 1], [1, BLOCK_M, BLOCK_K])
         else:

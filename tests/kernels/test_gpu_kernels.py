@@ -292,3 +292,30 @@ def test_deep_splitk_with_epilogue(key: str, m: int, n: int, kk: int) -> None:
     coop = k.plan_gemm(a, b, config, beta=0.5, c=c, bias=bias).steps[-1].kwargs["SPIN"]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert coop == cooperative_reduction(config, tiles, sms)
+
+
+@pytest.mark.parametrize("layout", ["nn", "tt"])
+def test_tma_host_descriptors_launch_cache(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """THEODOLITE_TMA_HOST_DESC=1: descriptors made by plan_gemm, re-made over each call's operands by the launch
+    cache (new data each round), batched too; the same results as the in-kernel descriptors."""
+    from theodolite.kernels import launch
+
+    monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "1")
+    launch._FAST.clear()
+    k = _kernels()
+    config = configs()["tma"]
+    m, n, kk = 304, 264, 520  # every stored row a multiple of 16 bytes, whichever dimension it runs along
+    for round_ in range(3):
+        a = operand(m, kk, layout[0] == "t", torch.bfloat16)
+        b = operand(kk, n, layout[1] == "t", torch.bfloat16)
+        out = k.gemm(a, b, config)
+        assert rel_error(out, a.double() @ b.double()) <= TOL["bf16"], round_
+    key = launch._fast_key(a, b, config, None, 1.0, 0.0, None, None, None, None, None, None, None)
+    slots = launch._FAST[key].launches[-1][2]
+    assert any(isinstance(source, launch._Descriptor) for _, source in slots)
+    monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "0")
+    assert torch.equal(out, k.plan_gemm(a, b, config).run())  # in-kernel descriptors: the same bits
+    monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "1")
+    a3 = torch.randn(3, 96, 128, device="cuda", dtype=torch.bfloat16)
+    b3 = torch.randn(3, 128, 72, device="cuda", dtype=torch.bfloat16)
+    assert rel_error(k.gemm(a3, b3, config), a3.double() @ b3.double()) <= TOL["bf16"]

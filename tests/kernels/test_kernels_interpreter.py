@@ -93,6 +93,36 @@ def test_tma_layouts_fp32(layout: str) -> None:
     check(run(a, b, CONFIGS["tma"]), a, b, torch.float32)
 
 
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_tma_host_descriptors(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """THEODOLITE_TMA_HOST_DESC=1: the operand descriptors made by plan_gemm, the same boxes as the kernel's own."""
+    monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "1")
+    m, n, k = 20, 36, 52
+    a = operand(m, k, layout[0] == "t", torch.float32)
+    b = operand(k, n, layout[1] == "t", torch.float32)
+    check(run(a, b, CONFIGS["tma"]), a, b, torch.float32)
+    step = plan_gemm(a, b, CONFIGS["tma"]).steps[-1]
+    assert step.kwargs["HOST_DESC"] and [type(x).__name__ for x in step.args[:2]] == ["TensorDescriptor"] * 2
+    assert step.sources[2:] == (2, 2, 2, 2)  # out, and the dummies of C, bias and scale
+
+
+def test_tma_host_descriptors_batched_and_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    import theodolite.kernels.config as config_module
+
+    monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "1")
+    a = operand(20, 48, False, torch.float32, batch=3)
+    b = operand(48, 24, True, torch.float32, batch=3)
+    check(run(a, b, CONFIGS["tma"]), a, b, torch.float32)
+    # a misaligned A copied into a padded buffer: its descriptor is over the buffer, a constant of the plan
+    monkeypatch.setattr(config_module, "ALIGN_COPY_MIN_FLOPS", 0.0)
+    monkeypatch.setattr(config_module, "ALIGN_COPY_MIN_REUSE", 1)
+    a = operand(20, 33, False, torch.float16)
+    b = operand(33, 40, False, torch.float16)
+    check(run(a, b, CONFIGS["tma"]), a, b, torch.float16)
+    sources = plan_gemm(a, b, CONFIGS["tma"]).steps[-1].sources
+    assert sources[0] is None and sources[1].source == 1  # B's rows are aligned: re-made over each call's B
+
+
 @pytest.mark.parametrize("variant", ["persistent", "streamk", "splitk", "tma"])
 def test_batched(variant: str) -> None:
     a = operand(20, 48, False, torch.float32, batch=3)

@@ -9,9 +9,15 @@ passed as a kernel parameter), beside our TMA and pointer kernels and torch.matm
 on a GPU from the repository root (writes ``$OUT/host-desc-<gpu>.json``)::
 
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/host_desc.py
+
+``--shipped``: the same through ``kernels/tma.py`` and ``plan_gemm`` with ``THEODOLITE_TMA_HOST_DESC`` off and on
+(the space's TMA configs and two deep ones), side by side, and the host's time per cached ``gemm()`` call both ways
+(writes ``$OUT/host-desc-shipped-<gpu>.json``).
 """
 
+import os
 import sys
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -78,7 +84,73 @@ def launches(sets: list[Any], key: str) -> list[Any]:
     return runs
 
 
+SHIPPED = ("tma/64x128x64/g8/w4/s4/k1", "tma/128x128x64/g8/w8/s4/k1", "tma/128x256x64/g8/w8/s4/k1/f",
+           "tma/64x128x64/g8/w4/s8/k1", "tma/128x128x64/g8/w8/s6/k1")  # fmt: skip
+
+
+def host_us(a: Any, b: Any, key: str, calls: int = 2000) -> float:
+    """Median host microseconds of a cached gemm() call (launch enqueued, no sync; GPU work kept tiny)."""
+    import statistics
+
+    import torch
+    from theodolite.kernels import GemmConfig, gemm
+
+    config = GemmConfig.from_key(key)
+    for _ in range(5):
+        gemm(a, b, config)
+    torch.cuda.synchronize()
+    samples = []
+    for i in range(calls):
+        t0 = time.perf_counter()
+        gemm(a, b, config)
+        samples.append(time.perf_counter() - t0)
+        if i % 100 == 99:
+            torch.cuda.synchronize()
+    return statistics.median(samples) * 1e6
+
+
+def shipped() -> None:
+    """``--shipped``: kernels/tma.py through plan_gemm, descriptors made in the kernel ('device') or the host."""
+    import torch
+    from harness import best_by_way, first_right, gpu_name, time_as_validate, validate_inputs, way_rows, write_rows
+    from theodolite.kernels import GemmConfig, plan_gemm
+    from theodolite.kernels.benchmark import Timer
+
+    timer = Timer()
+    rows = []
+    for m, n, k in SHAPES:
+        inputs, sets, calls = validate_inputs(m, n, k, timer)
+        ref = inputs.ref.float()
+        for key in SHIPPED:
+            for way in ("device", "host"):
+                os.environ["THEODOLITE_TMA_HOST_DESC"] = "1" if way == "host" else "0"
+                plans = [plan_gemm(x, y, GemmConfig.from_key(key), out=o) for x, y, o in sets]
+                if first_right(plans, sets[0][2], ref, m, n, k, key, way):
+                    calls[f"{key}@{way}"] = [p.run for p in plans]
+        torch.cuda.synchronize()
+        times = time_as_validate(timer, inputs, calls)
+        rows += way_rows(f"{m}x{n}x{k}", m, n, k, times)
+        best = best_by_way(times, ("device", "host"))
+        print(f"{m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, device {best['device'] * 1e3:.2f}, host "
+              f"{best['host'] * 1e3:.2f}", flush=True)  # fmt: skip
+    a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    for way in ("device", "host"):
+        os.environ["THEODOLITE_TMA_HOST_DESC"] = "1" if way == "host" else "0"
+        from theodolite.kernels import launch
+
+        launch._FAST.clear()
+        us = host_us(a, b, SHIPPED[0])
+        rows.append({"shape": "host", "M": 64, "N": 64, "K": 64, "config": SHIPPED[0], "way": way, "host_us": us})
+        print(f"host time per cached gemm() call, 64x64x64 {SHIPPED[0]}, descriptors on the {way}: {us:.2f} us")
+    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/host_desc.py --shipped"
+    print("wrote", write_rows(f"host-desc-shipped-{gpu_name()}", command, rows), file=sys.stderr)
+
+
 def main() -> None:
+    if "--shipped" in sys.argv[1:]:
+        shipped()
+        return
     import torch
     from harness import add_runs, first_right, gpu_name, time_as_validate, validate_inputs, write_rows
     from theodolite.kernels.benchmark import Timer
