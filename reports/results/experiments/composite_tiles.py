@@ -60,14 +60,21 @@ def _store(acc, c_ptr, off_m, off_n, M, N, ldc, BM: tl.constexpr, BN: tl.constex
 def composite_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, ldc, num_tiles,
     BM: tl.constexpr, BN0: tl.constexpr, BN1: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, TRANS_OUT: tl.constexpr,
+    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, TRANS_OUT: tl.constexpr, HOST_DESC: tl.constexpr = False,
 ):  # fmt: skip
-    """C[M, N] = A[M, K] B[K, N] in output tiles of BM x (BN0 + BN1), persistent, grouped order, TMA loads."""
-    if A_KMAJOR:  # A stored [M, K]
+    """C[M, N] = A[M, K] B[K, N] in output tiles of BM x (BN0 + BN1), persistent, grouped order, TMA loads.
+    ``HOST_DESC`` (``host_desc.py``; power-of-two tiles, A and B row-major): ``a_ptr`` and ``b_ptr`` are descriptors
+    made on the host."""
+    if HOST_DESC:
+        a_desc = a_ptr
+        b0_desc = b_ptr
+    elif A_KMAJOR:  # A stored [M, K]
         a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_a, 1], [BM, BK])
     else:  # A stored [K, M]
         a_desc = tl.make_tensor_descriptor(a_ptr, [K, M], [stride_a, 1], [BK, BM])
-    if B_KMAJOR:  # B stored [N, K]
+    if HOST_DESC:
+        pass
+    elif B_KMAJOR:  # B stored [N, K]
         b0_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [stride_b, 1], [BN0, BK])
         if BN1 > 0:
             b1_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [stride_b, 1], [BN1, BK])
@@ -238,7 +245,8 @@ def main() -> None:
         new, top = min(comp, default=(math.inf, "-"))
         cbest, ctop = min(ctrl, default=(math.inf, "-"))
         print(f"{name} {m}x{n}x{k}: torch {torch_us:.1f} us | sweep best {old:.1f} x{torch_us / old:.3f} | "
-              f"composite {new:.1f} x{torch_us / new:.3f} {top} | pow2 same kernel {cbest:.1f} {ctop}", flush=True)  # fmt: skip
+              f"composite {new:.1f} x{torch_us / new:.3f} {top} | pow2 same kernel {cbest:.1f} {ctop}",
+              flush=True)  # fmt: skip
     command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/composite_tiles.py"
     print("wrote", write_rows(f"composite-tiles-{gpu}", command, rows), file=sys.stderr)
 

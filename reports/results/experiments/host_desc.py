@@ -3,10 +3,11 @@
 ``tiny_floor.py`` found our TMA configs 1.4-2.0 us slower than the pointer kernel with the same tile on small shapes
 (64x128x64 s4: 3.88 against 2.33 us at 64x64x64; 15.8 against 13.8 at 128x5248x1920): the kernel builds its two
 descriptors in global memory (``tl.make_tensor_descriptor``) before its first load.  Here the same persistent TMA
-kernel (``composite_tiles.composite_kernel``, power-of-two tiles) with in-kernel descriptors, and a copy that takes
-``triton.tools.tensor_descriptor.TensorDescriptor`` arguments (the CUtensorMap encoded by the launcher on the host,
-passed as a kernel parameter), beside our TMA and pointer kernels and torch.matmul, as ``validate`` times a shape.  Run
-on a GPU from the repository root (writes ``$OUT/host-desc-<gpu>.json``)::
+kernel (``composite_tiles.composite_kernel``, power-of-two tiles) with in-kernel descriptors, and with
+``triton.tools.tensor_descriptor.TensorDescriptor`` arguments (``HOST_DESC``: the CUtensorMap encoded by the launcher on
+the host, passed as a kernel parameter), beside our TMA and
+pointer kernels and torch.matmul, as ``validate`` times a shape.  Run on a GPU from the repository root (writes
+``$OUT/host-desc-<gpu>.json``)::
 
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/host_desc.py
 
@@ -21,39 +22,13 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-import triton
-import triton.language as tl
-from composite_tiles import _store, composite_kernel
-from theodolite.kernels.epilogue import tile_coords
+from composite_tiles import composite_kernel
 
 SHAPES = ((64, 64, 64), (128, 128, 640), (1536, 512, 640), (128, 5248, 1920), (128, 4096, 4096), (128, 6144, 4096),
           (128, 8192, 3584), (512, 4096, 4096), (512, 4096, 14336), (64, 4096, 4096))  # fmt: skip
 TILES = ((64, 128, 4, 4), (64, 128, 4, 8), (128, 128, 8, 6), (64, 64, 4, 8))  # BM, BN, warps, stages
 BK = 64
 SMS = 132
-
-
-@triton.jit(do_not_specialize=["M", "N", "K", "ldc", "num_tiles"])
-def host_desc_kernel(
-    a_desc, b_desc, c_ptr, M, N, K, ldc, num_tiles,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-):  # fmt: skip
-    """``composite_kernel`` (power-of-two tiles, row-major A and B) with its descriptors made on the host."""
-    pid = tl.program_id(0)
-    programs = tl.num_programs(0)
-    num_pid_m = tl.cdiv(M, BM)
-    num_pid_n = tl.cdiv(N, BN)
-    k_tiles = tl.cdiv(K, BK)
-    for tile in tl.range(pid, num_tiles, programs):
-        _, pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * BM
-        off_n = pid_n * BN
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for kk in range(k_tiles):
-            a = a_desc.load([off_m, kk * BK])
-            b = b_desc.load([kk * BK, off_n])
-            acc = tl.dot(a, b, acc)
-        _store(acc, c_ptr, off_m, off_n, M, N, ldc, BM, BN, False)
 
 
 def launches(sets: list[Any], key: str) -> list[Any]:
@@ -71,16 +46,13 @@ def launches(sets: list[Any], key: str) -> list[Any]:
         n = b.shape[1]
         tiles = -(-m // bm) * -(-n // bn)
         grid = (min(tiles, SMS),)
-        if where == "host":
-            a_desc = TensorDescriptor.from_tensor(a, [bm, BK])
-            b_desc = TensorDescriptor.from_tensor(b, [BK, bn])
-            args = (a_desc, b_desc, out, m, n, k, out.stride(0), tiles)
-            runs.append(_Launch(host_desc_kernel, grid, args, {"BM": bm, "BN": bn, "BK": BK, "GROUP_M": 8, **meta}))
-        else:
-            args = (a, b, out, m, n, k, a.stride(0), b.stride(0), out.stride(0), tiles)
-            kwargs = {"BM": bm, "BN0": bn, "BN1": 0, "BK": BK, "GROUP_M": 8, "A_KMAJOR": True, "B_KMAJOR": False,
-                      "TRANS_OUT": False, **meta}  # fmt: skip
-            runs.append(_Launch(composite_kernel, grid, args, kwargs))
+        host = where == "host"
+        a_arg = TensorDescriptor.from_tensor(a, [bm, BK]) if host else a
+        b_arg = TensorDescriptor.from_tensor(b, [BK, bn]) if host else b
+        args: tuple[Any, ...] = (a_arg, b_arg, out, m, n, k, a.stride(0), b.stride(0), out.stride(0), tiles)
+        kwargs = {"BM": bm, "BN0": bn, "BN1": 0, "BK": BK, "GROUP_M": 8, "A_KMAJOR": True, "B_KMAJOR": False,
+                  "TRANS_OUT": False, "HOST_DESC": host, **meta}  # fmt: skip
+        runs.append(_Launch(composite_kernel, grid, args, kwargs))
     return runs
 
 
