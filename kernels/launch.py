@@ -314,8 +314,9 @@ def _row_vec(x: torch.Tensor, n: int) -> int:
 def _epilogue_vecs(out3: torch.Tensor, c3: torch.Tensor | None, n: int) -> tuple[int, int, int]:
     """(OUT_VEC, C_VEC, N_VEC): the epilogue's promises on the output's and C's rows, and the vector dividing N that
     its column mask may assume.  A row promise is never wider than the mask's (N_VEC): beside a per-element mask,
-    16-byte rows made Triton store two-byte scalars eight elements apart, 1.2-2.4x slower than with contiguous columns
-    promised alone (H100, output rows padded to 16 bytes, N not a multiple of 8; experiments' store_width.py)."""
+    16-byte rows made Triton store two-byte scalars eight elements apart, 1.1-2.9x slower (median 1.4x) than with
+    contiguous columns promised alone (H100, output rows padded to 16 bytes, N not a multiple of 8; experiments'
+    store_width.py)."""
     out_vec = _row_vec(out3, n)
     c_vec = _row_vec(c3, n) if c3 is not None else 0
     full = 16 // out3.element_size()
@@ -440,18 +441,10 @@ class _Descriptor:
             return cls(source, [batch, *shape], [batch_stride, ld, 1], [1, *block])
         return cls(source, shape, [ld, 1], block)
 
-    def make(self, tensor: torch.Tensor, checked: bool = True) -> Any:
-        """The descriptor over ``tensor``; ``checked=False`` (the launch cache, whose key holds the tensor's metadata
-        and base address modulo 16 bytes, as when the plan's checked one was made) skips TensorDescriptor's checks."""
+    def make(self, tensor: torch.Tensor) -> Any:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
-        if checked:
-            return TensorDescriptor(tensor, self.shape, self.strides, self.block)
-        desc = object.__new__(TensorDescriptor)
-        desc.base, desc.shape, desc.strides, desc.block_shape, desc.padding = (
-            tensor, self.shape, self.strides, self.block, "zero",
-        )  # fmt: skip
-        return desc
+        return TensorDescriptor(tensor, self.shape, self.strides, self.block)
 
 
 class _Launch:
@@ -896,7 +889,7 @@ class _FastGemm:
                 if type(source) is int:
                     args[i] = tensors[source]
                 else:  # a TMA descriptor made on the host, over this call's operand
-                    args[i] = source.make(tensors[source.source], False)  # type: ignore[union-attr,index,arg-type]
+                    args[i] = source.make(tensors[source.source])  # type: ignore[union-attr,index,arg-type]
             runner(*args)
         return out
 
