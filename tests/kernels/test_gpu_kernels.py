@@ -297,7 +297,7 @@ def test_deep_splitk_with_epilogue(key: str, m: int, n: int, kk: int) -> None:
 @pytest.mark.parametrize("layout", ["nn", "tt"])
 def test_tma_host_descriptors_launch_cache(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     """THEODOLITE_TMA_HOST_DESC=1: descriptors made by plan_gemm, re-made over each call's operands by the launch
-    cache (new data each round), batched too; the same results as the in-kernel descriptors."""
+    cache (new data each round) and encoded once per operand, batched too; the same results as in-kernel ones."""
     from theodolite.kernels import launch
 
     monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "1")
@@ -313,6 +313,11 @@ def test_tma_host_descriptors_launch_cache(monkeypatch: pytest.MonkeyPatch, layo
     key = launch._fast_key(a, b, config, None, 1.0, 0.0, None, None, None, None, None, None, None)
     slots = launch._FAST[key].launches[-1][2]
     assert any(isinstance(source, launch._Descriptor) for _, source in slots)
+    # the same operands again: their tensor maps come from the cache of encoded descriptors, not encoded anew
+    encoded = len(launch._ENCODED)
+    assert encoded >= 2
+    again = k.gemm(a, b, config)
+    assert len(launch._ENCODED) == encoded and torch.equal(again, out)
     monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "0")
     assert torch.equal(out, k.plan_gemm(a, b, config).run())  # in-kernel descriptors: the same bits
     monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "1")
