@@ -217,6 +217,16 @@ def way_rows(name: str, m: int, n: int, k: int, times: dict[str, float], **extra
     return rows
 
 
+def shape_rows(m: int, n: int, k: int, times: dict[str, float]) -> list[dict[str, Any]]:
+    """One results row per timed candidate of an M x N x K shape, in us."""
+    return [{"M": m, "N": n, "K": k, "config": c, "us": t * 1e3} for c, t in times.items()]
+
+
+def print_times(m: int, n: int, k: int, times: dict[str, float], digits: int = 2) -> None:
+    """'MxNxK: candidate=us ...', one line per shape."""
+    print(f"{m}x{n}x{k}: " + " ".join(f"{c}={t * 1e3:.{digits}f}" for c, t in times.items()), flush=True)
+
+
 def best_by_way(times: dict[str, float], ways: Sequence[str]) -> dict[str, float]:
     """The fastest time of each way's candidates ('config@way'; inf where none ran)."""
     return {w: min((t for c, t in times.items() if c.endswith("@" + w)), default=float("inf")) for w in ways}

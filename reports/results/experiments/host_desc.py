@@ -124,7 +124,8 @@ def main() -> None:
         shipped()
         return
     import torch
-    from harness import add_runs, first_right, gpu_name, time_as_validate, validate_inputs, write_rows
+    from harness import add_runs, first_right, gpu_name, print_times, shape_rows, time_as_validate, validate_inputs
+    from harness import write_rows
     from theodolite.kernels.benchmark import Timer
 
     timer = Timer()
@@ -142,10 +143,8 @@ def main() -> None:
                     calls[key] = runs
         torch.cuda.synchronize()
         times = time_as_validate(timer, inputs, calls)
-        for c, t in times.items():
-            rows.append({"M": m, "N": n, "K": k, "config": c, "us": t * 1e3})
-        line = " ".join(f"{c}={t * 1e3:.2f}" for c, t in times.items())
-        print(f"{m}x{n}x{k}: {line}", flush=True)
+        rows += shape_rows(m, n, k, times)
+        print_times(m, n, k, times)
     command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/host_desc.py"
     print("wrote", write_rows(f"host-desc-{gpu_name()}", command, rows), file=sys.stderr)
 

@@ -39,7 +39,7 @@ def old_promise(on: bool) -> Iterator[None]:
 
 def main() -> None:
     import torch
-    from harness import gpu_name, write_rows
+    from harness import gpu_name, print_times, write_rows
     from theodolite.kernels.benchmark import Timer, make_inputs
     from theodolite.kernels.config import ConfigError, GemmConfig
     from theodolite.kernels.launch import plan_gemm
@@ -79,8 +79,7 @@ def main() -> None:
                 key, _, way = c.partition("@")
                 rows.append({"M": m, "N": n, "K": k, "layout": "nt", "config": key, "out": way or "dense",
                              "us": t * 1e3})  # fmt: skip
-            line = " ".join(f"{c}={t * 1e3:.1f}" for c, t in times.items())
-            print(f"{m}x{n}x{k}: {line}", flush=True)
+            print_times(m, n, k, times, digits=1)
     command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/store_width.py"
     print("wrote", write_rows(f"store-width-{gpu_name()}", command, rows), file=sys.stderr)
 

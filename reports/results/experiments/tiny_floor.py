@@ -60,7 +60,7 @@ def launches(sets: list[Any], what: str) -> list[Any]:
 
 def main() -> None:
     import torch
-    from harness import add_runs, gpu_name, time_as_validate, validate_inputs, write_rows
+    from harness import add_runs, gpu_name, print_times, shape_rows, time_as_validate, validate_inputs, write_rows
     from theodolite.kernels.benchmark import Timer
 
     timer = Timer()
@@ -74,9 +74,8 @@ def main() -> None:
             calls[what] = runs
         torch.cuda.synchronize()
         times = time_as_validate(timer, inputs, calls)
-        for c, t in times.items():
-            rows.append({"M": m, "N": n, "K": k, "config": c, "us": t * 1e3})
-        print(f"{m}x{n}x{k}: " + " ".join(f"{c}={t * 1e3:.2f}" for c, t in times.items()), flush=True)
+        rows += shape_rows(m, n, k, times)
+        print_times(m, n, k, times)
     command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/tiny_floor.py"
     print("wrote", write_rows(f"tiny-floor-{gpu_name()}", command, rows), file=sys.stderr)
 
