@@ -84,7 +84,10 @@ def _source(
             EDGE_MASK=masked_edges(config),
         )
     else:
-        constexprs.update(BATCHED=False, HOST_DESC=False)  # the shipped binaries: descriptors made in the kernel
+        from theodolite.kernels.launch import host_descriptors_enabled
+
+        # the shipped binary: operand descriptors encoded on the host (typed parameters) unless switched off
+        constexprs.update(BATCHED=False, HOST_DESC=host_descriptors_enabled())
     if config.variant == "splitk":
         # the cooperative reduction's binary where the config can reduce cooperatively (config.cooperative_reduction:
         # the shapes it serves are one wave of programs, where that is the binary that runs)
@@ -105,6 +108,8 @@ def _source(
     for index, name in enumerate(kernel.arg_names):
         if name in constexprs:
             signature[name] = "constexpr"
+        elif name in ("a_ptr", "b_ptr") and constexprs.get("HOST_DESC"):
+            signature[name] = _descriptor_type(config, dtype, layout, name == "a_ptr")
         elif name in ("a_ptr", "b_ptr"):
             signature[name] = _TRITON_TYPES[dtype]
         elif name in ("out_ptr", "c_ptr", "bias_ptr"):
@@ -120,6 +125,15 @@ def _source(
         if signature[name].startswith("*"):
             attrs[(index,)] = [["tt.divisibility", 16]]
     return kernel, ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+
+
+def _descriptor_type(config: GemmConfig, dtype: str, layout: str, is_a: bool) -> str:
+    """The signature type of a host-made operand descriptor: its element type and box (``launch._Descriptor``:
+    [rows, K] boxes for K-major operands, [K, rows] otherwise)."""
+    element = _TRITON_TYPES[dtype].lstrip("*")
+    rows, k_major = (config.block_m, layout[0] == "n") if is_a else (config.block_n, layout[1] == "t")
+    box = (rows, config.block_k) if k_major else (config.block_k, rows)
+    return f"tensordesc<{element}[{box[0]}, {box[1]}]>"
 
 
 def _ptxas() -> str:

@@ -1,12 +1,13 @@
 """Hopper GEMM with tensor descriptors (TMA): persistent, grouped order, operands loaded by descriptors
-built in the kernel (``tl.make_tensor_descriptor``; needs ``triton.set_allocator`` for their scratch).
+made on the host (``HOST_DESC``) or built in the kernel (``tl.make_tensor_descriptor``; needs
+``triton.set_allocator`` for their scratch).
 
 TMA zero-fills out-of-bounds boxes, so edges need no masks or wraps; it needs 16-byte aligned
 base and row strides (gemm() copies a misaligned operand into a padded buffer, see
 ``config.needs_aligned_copy``).  Batched problems use 3-D descriptors.  ``FLATTEN`` as in persistent.py.
-``HOST_DESC`` (``THEODOLITE_TMA_HOST_DESC=1``, off by default): the two operand descriptors come encoded from the host
-as kernel parameters instead (1.5 us less GPU time per launch and 3 us more host time per cached call, H100:
-experiments' ``host_desc.py``; the profiles' builds, the model and the validation files are of in-kernel descriptors).
+``HOST_DESC`` (the default; ``THEODOLITE_TMA_HOST_DESC=0`` turns it off): the two operand descriptors come encoded
+from the host as kernel parameters instead of being written to global scratch and fenced by every program (1.5 us less
+GPU time per launch on the H100: experiments' ``host_desc.py``).
 """
 
 from __future__ import annotations

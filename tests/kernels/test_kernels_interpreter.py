@@ -86,11 +86,21 @@ def test_variants_fp16(variant: str, layout: str) -> None:
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
-def test_tma_layouts_fp32(layout: str) -> None:
+def test_tma_layouts_fp32_in_kernel_descriptors(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """THEODOLITE_TMA_HOST_DESC=0: the kernel builds its own descriptors (the default is host-made ones, below)."""
+    monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "0")
     m, n, k = 20, 36, 52  # multiples of 4 fp32 elements: 16-byte rows
     a = operand(m, k, layout[0] == "t", torch.float32)
     b = operand(k, n, layout[1] == "t", torch.float32)
     check(run(a, b, CONFIGS["tma"]), a, b, torch.float32)
+    step = plan_gemm(a, b, CONFIGS["tma"]).steps[-1]
+    assert "HOST_DESC" not in step.kwargs and isinstance(step.args[0], torch.Tensor)
+
+
+def test_tma_host_descriptors_are_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("THEODOLITE_TMA_HOST_DESC", raising=False)
+    a, b = operand(20, 52, False, torch.float32), operand(52, 36, False, torch.float32)
+    assert plan_gemm(a, b, CONFIGS["tma"]).steps[-1].kwargs["HOST_DESC"]
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
