@@ -276,6 +276,16 @@ _PERSISTENT = (
     (64, 64, 16, 4, 2, False),
     (128, 64, 16, 4, 2, False),
     (256, 128, 16, 8, 2, False),
+    # deep pipelines (6-12 stages, up to 192 KB of shared memory): cuBLAS runs small tiles 8-16 stages deep where M is
+    # small, and there a K-step waits on loaded latency that 4 stages do not cover (H100 llm 128x4096x4096: 64x64x64
+    # s4 31.1 us, s8 25.3, s12 22.9, torch.matmul 22.6; best vs torch.matmul geomean over llm 0.987x -> 0.998x on the
+    # H100, 0.991x -> 1.003x on the H200; reports/results/experiments, "Deep pipelines in the space").  The model ranks
+    # them with its loaded-latency K-step (model.core.stage_wait).  A 64x64x128 s6 was left out: it wins short-K shapes
+    # by not being flattened, not by its depth, and M = 1 picks it where split-K 16x64x128 is 1.5x faster
+    (64, 64, 64, 4, 8, False),
+    (64, 64, 64, 4, 12, False),
+    (64, 128, 64, 4, 8, False),
+    (128, 128, 64, 8, 6, False),
 )
 _TMA = (
     (128, 256, 64, 8, 3, True),
@@ -288,6 +298,9 @@ _TMA = (
     (64, 128, 64, 4, 4, False),
     (64, 64, 128, 4, 4, True),
     (64, 256, 64, 8, 4, True),
+    # deep pipelines, as _PERSISTENT's
+    (64, 128, 64, 4, 8, False),
+    (128, 128, 64, 8, 6, False),
 )
 _STREAMK = (
     (128, 256, 64, 8, 3),

@@ -49,6 +49,7 @@ class NumpyOps:
     ceil = staticmethod(np.ceil)
     floor = staticmethod(np.floor)
     where = staticmethod(np.where)
+    sqrt = staticmethod(np.sqrt)
 
     @staticmethod
     def clip01(x: Any) -> Any:
@@ -60,6 +61,7 @@ class ScalarOps:
     maximum = staticmethod(max)
     ceil = staticmethod(math.ceil)
     floor = staticmethod(math.floor)
+    sqrt = staticmethod(math.sqrt)
 
     @staticmethod
     def where(condition: Any, a: Any, b: Any) -> Any:
@@ -149,7 +151,16 @@ def cost(
     stream = 0.0 if scalar else c.stream
     per_prog = per_program(c, a_vec, b_vec, ops)
     # a misaligned operand is loaded synchronously (no async copy): nothing prefetches its latency
-    hide = latency * scalar_batches(c, a_vec, b_vec, hw, ops) if scalar else (latency + stream) / c.lat_div
+    # an asynchronous K-step's wait (stage_wait): its (stages - 1) prefetched copies overlap a latency loaded in
+    # proportion to the L2's utilisation: the stage bytes of the programs in flight, averaged over the kernel's
+    # waves (items / waves), at the L2 bandwidth.  The average, not each wave's own count: a persistent grid's next
+    # items start as its first ones finish, and per wave a wider first wave over the same number of waves would cost
+    # more SMs time (a loaded latency concave in the load), against the monotone sanity the model keeps
+    l2_step = mx(items / mx(full + has_rest, 1.0), 1.0) * c.panel * step_bytes / hw.l2_bandwidth
+    if scalar:
+        hide = latency * scalar_batches(c, a_vec, b_vec, hw, ops)
+    else:
+        hide = mx(stage_wait(latency, stream, l2_step, c.lat_div, ops), l2_step)
     # one program's K-step: its instructions and loop bookkeeping, or the copies it waits for, which run under
     # that bookkeeping.  Synchronous (element-wise) loads do not overlap anything of their own step: the program
     # issues them, waits for the last, stores them to shared memory and runs its matrix instructions, so that
@@ -250,6 +261,17 @@ def cost(
     }
 
 
+def stage_wait(latency: Any, stream: Any, l2_step: Any, lat_div: Any, ops: Any = NumpyOps) -> Any:
+    """Seconds an asynchronous K-step waits for its copies: T with lat_div x T = latency x (1 + l2_step / T) + stream,
+    the (stages - 1) prefetched copies (times model_latency_hiding, ``lat_div``) overlapping a latency that queueing
+    at the L2 stretches by its utilisation (``l2_step``: the stage bytes in flight, averaged over the waves, at the L2
+    bandwidth).  Measured, the stage series of 64x64x64 at 2-12 stages (reports/results/experiments, "Deep pipelines
+    in the space"): with 8 tiles the wait falls as latency / (stages - 1), with 128 tiles (L2 near its bandwidth) more
+    slowly."""
+    a = latency + stream
+    return (a + ops.sqrt(a * a + 4.0 * lat_div * latency * l2_step)) / (2.0 * lat_div)
+
+
 SCALAR_FIELDS = (
     "bm", "bn", "bk", "gm", "split", "is_sk", "is_split", "pprog", "slots", "panel", "elems", "per_program",
     "lat_div", "launch_fixed", "sm", "flat_hide", "it_extra", "stage_fill", "prefetch",
@@ -317,7 +339,6 @@ def scalar_params(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) ->
     coop = bool(is_split) and split >= COOP_MIN_SPLIT and split * partial_tile >= COOP_MIN_PARTIAL_BYTES
     return (
         bm, bn, bk, gm, split, bool(is_sk), bool(is_split), pprog, slots, sm, per_program, lat_div,
-        stream / lat_div,  # stream_hide: the stage copy's streaming time beyond its latency, overlapped (core.cost)
         per_program if per_program > stream else stream,  # per_sm: an SM's programs share its streaming ceiling
         per_program + it_over,  # busy: one program's own instructions per K-step
         it_over, step_bytes, panel * step_bytes, l2_lat, hbm_lat - l2_lat, prog_start / sm, item_bytes, partial_tile,
@@ -333,7 +354,7 @@ def scalar_params(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) ->
 def scalar_time(p: tuple[float, ...], m: int, n: int, k: int, batch: int = 1) -> float:
     """``cost`` of one config (``scalar_params``) on Python numbers, hand-inlined for speed (~2 us).  Tests hold it
     equal to ``cost``; change both together."""
-    (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, sm, per_program, lat_div, stream_hide, per_sm, busy,
+    (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, sm, per_program, lat_div, per_sm, busy,
      it_over, step_bytes, request_step, l2_lat, lat_span, start_per_sm, item_bytes, partial_tile, item_over, kept,
      fh, tile_over, stage_fill, prefetch, is_flat, stream, sync, launch_fixed, out_bytes, elems, sm_bw, sk_reduce,
      sk_slow, l2_bw, l2_eff, hbm_read, hbm_sat, hbm_write, reduce_chain, coop, coop_share) = p  # fmt: skip
@@ -389,13 +410,19 @@ def scalar_time(p: tuple[float, ...], m: int, n: int, k: int, batch: int = 1) ->
     miss = hbm_step / inside
     latency = l2_lat + (miss if miss < 1.0 else 1.0) * lat_span
     active_f = conc if conc < sm else sm
-    hide = latency / lat_div + stream_hide
     if sync:  # issue, the wait, then the bookkeeping: one chain (core.cost)
+        hide = latency / lat_div
         chain = per_program + hide + it_over
-    else:
-        if stream > hide:
-            hide = stream
-        chain = busy if busy > hide else hide
+    else:  # core.stage_wait at the load averaged over the waves, at least that L2 step, the read ceiling, the busy time
+        load = items / (full + (rest > 0)) if full + (rest > 0) > 1.0 else items
+        l2_step = (load if load > 1.0 else 1.0) * request_step / l2_bw
+        a = latency + stream
+        hide = (a + math.sqrt(a * a + 4.0 * lat_div * latency * l2_step)) / (2.0 * lat_div)
+        chain = hide if hide > l2_step else l2_step
+        if stream > chain:
+            chain = stream
+        if busy > chain:
+            chain = busy
     it_f = -(-conc // active_f) * per_sm
     if chain > it_f:
         it_f = chain

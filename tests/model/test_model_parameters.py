@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -146,8 +147,10 @@ def test_tma_latency_hiding_costs_tma_configs_only() -> None:
     clear_tables()
     assert predict(problem, tma, half).time_s > predict(problem, tma, full).time_s * 1.1
     assert predict(problem, pointer, half).time_s == predict(problem, pointer, full).time_s
+    # the wait (core.stage_wait) with half the hiding: between sqrt(2) (L2-loaded) and 2 (latency alone) times longer
     lat_full = predict(problem, tma, full).breakdown["iter_latency"]
-    assert predict(problem, tma, half).breakdown["iter_latency"] == pytest.approx(2.0 * lat_full, rel=1e-9)
+    ratio = predict(problem, tma, half).breakdown["iter_latency"] / lat_full
+    assert math.sqrt(2.0) < ratio <= 2.0 + 1e-9
 
 
 def test_splitk_reduction_pays_its_arrival_round_trips(monkeypatch: pytest.MonkeyPatch) -> None:
