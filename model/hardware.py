@@ -103,6 +103,12 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "L2 bandwidth the kernels' tile loads reach relative to the profile's l2_bandwidth probe (whole-line "
         "requests of neighbouring SMs for the same panels)",
     ),
+    "model_tma_l2_bandwidth_scale": (
+        1.0,
+        "L2 bandwidth a TMA kernel's bulk tensor copies reach relative to a pointer-based kernel's tile loads "
+        "(model_l2_bandwidth_scale): a copy requests whole boxes from one thread instead of 16-byte pieces from "
+        "every thread",
+    ),
     "model_flatten_hiding": (
         0.5,
         "share of a work item's fixed cost (pipeline fill latency and tile overhead) that a flattened tile loop "
@@ -130,7 +136,7 @@ FITTED_PARAMETERS = (
     "model_tma_iteration_overhead", "model_streamk_slowdown", "model_streamk_reduce_cost", "model_splitk_reduce_cost",
     "model_scalar_load_cost", "model_scalar_k_load_share",
     "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale", "model_flatten_hiding",
-    "model_zero_fill_cycles",
+    "model_zero_fill_cycles", "model_tma_l2_bandwidth_scale",
 )  # fmt: skip
 
 
@@ -172,6 +178,7 @@ class Hardware:
     launch_kernel_s: float  # one launch of our launcher: profile launch_overhead + model_launch_extra
     tma_launch_extra_s: float
     tma_iteration_overhead_s: float  # model_tma_iteration_overhead in seconds
+    tma_l2_bandwidth_scale: float  # model_tma_l2_bandwidth_scale
     scalar_vec: float  # effective bytes per load instruction of a misaligned operand whose rows run along M or N
     scalar_vec_k: float  # the same for a misaligned operand whose rows run along K
     scalar_in_flight: float  # scalar loads a thread keeps outstanding
@@ -299,6 +306,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         launch_kernel_s=float(profile.value("launch_overhead")) + _parameter(profile, "model_launch_extra"),
         tma_launch_extra_s=_parameter(profile, "model_tma_launch_extra"),
         tma_iteration_overhead_s=_parameter(profile, "model_tma_iteration_overhead") / clock,
+        tma_l2_bandwidth_scale=_parameter(profile, "model_tma_l2_bandwidth_scale"),
         scalar_vec=DTYPE_BYTES[dtype] / _parameter(profile, "model_scalar_load_cost"),
         scalar_vec_k=DTYPE_BYTES[dtype]
         / (_parameter(profile, "model_scalar_load_cost") * _parameter(profile, "model_scalar_k_load_share")),

@@ -155,6 +155,11 @@ class ConfigTable:
         self.sm = float(hw.sm_count)
         # one program's K-step bytes at one SM's streaming ceiling (its copy path, measured alone)
         self.stream = self.panel * self.bk * hw.element_bytes / hw.sm_stream_bandwidth
+        # from here on ``panel`` is the L2's share of a K-step (core.cost's L2 terms, fast.py's): a TMA kernel's rows
+        # and columns over model_tma_l2_bandwidth_scale, since its bulk copies reach another share of the L2's
+        # bandwidth than pointer-based tile loads (H200: same-config TMA / pointer pairs on L2-bound shapes measure
+        # 0.89x, experiments README "TMA's share of the L2")
+        self.panel = np.where(self.is_tma, self.panel / hw.tma_l2_bandwidth_scale, self.panel)
         self.synchronous = np.zeros(len(configs))  # scalar-load classes (model.fast) set their own
         self.launch_fixed = hw.launch_kernel_s + np.where(self.is_tma, hw.tma_launch_extra_s, 0.0)
         self.it_extra = np.where(self.is_tma, hw.tma_iteration_overhead_s, 0.0)  # beyond iteration_overhead_s

@@ -107,10 +107,12 @@ def test_fast_pick_is_the_full_argmin_on_the_measured_profile() -> None:
     (2026-11-26, eighteenth session): 11 misses, the worst 0.969 (2094x959x2407: tma 64x256 s4, whose tile's
     representative is another config).  With the loaded-latency K-step and its refit (twentieth session): 19 misses,
     the worst 0.887 (11889x543x2896: 256x128 tiles in two waves where the cell's centre needs three, and its
-    representative's centre cost is over TILE_SLACK from the centre's best), the next 0.906, the rest over 0.97."""
+    representative's centre cost is over TILE_SLACK from the centre's best), the next 0.906, the rest over 0.97.  With
+    host-made TMA descriptors, the TMA terms refit and TILE_SLACK 1.15 (twenty-third session): 18 misses, the worst
+    0.952 (2094x959x2407), the rest over 0.98."""
     worse = [ratio for ratio, *_ in fast_misses(table_for(_bundled_h100(), "bf16"))]
     assert len(worse) <= 0.02 * 1200
-    assert not worse or min(worse) > 0.88
+    assert not worse or min(worse) > 0.94
 
 
 def test_int_route_equals_problem_route() -> None:
@@ -219,10 +221,12 @@ def test_a_tile_that_fills_the_sms_only_between_sample_points_is_tried() -> None
     problem = Problem(m, n, k)
     i_fast, _ = fast.choose_fast(table, problem)
     i_full, times = choose_index(table, problem)
-    # the argmin may be a tie between configs of the tile (persistent 128x64x64 s3, s4 flattened and Stream-K cost the
-    # same here since the twentieth session's K-step): the fast pick must cost the same and be of that tile
-    assert float(times[i_fast]) == pytest.approx(float(times[i_full]), rel=1e-12)
+    # the pick is the tile's representative (its best config at the cell's centre: persistent 128x64x64 s3 since the
+    # TMA terms' refit of the twenty-third session), where the argmin is another config of that tile (TMA 128x64x64
+    # s4, 4% less in the model); without the representative the pick was 128x256 (0.84 measured)
+    assert table.configs[i_full].block_m == 128 and table.configs[i_full].block_n == 64
     assert table.configs[i_fast].block_m == 128 and table.configs[i_fast].block_n == 64
+    assert float(times[i_fast]) <= 1.05 * float(times[i_full])
     a_vec, b_vec, _ = alignment(problem, table.hw)
     klass = fast.alignment_class(table, a_vec, b_vec, problem.output_bytes, True)
     fills = {i: fill for i, _, fill in klass.build()[fast.cell_index(m, n, k)]}  # type: ignore[index]

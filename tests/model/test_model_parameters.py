@@ -153,6 +153,32 @@ def test_tma_latency_hiding_costs_tma_configs_only() -> None:
     assert math.sqrt(2.0) < ratio <= 2.0 + 1e-9
 
 
+def test_tma_l2_bandwidth_scale_moves_tma_configs_l2_time_only() -> None:
+    """model_tma_l2_bandwidth_scale divides a TMA config's L2 time and leaves pointer-based configs alone: an L2-bound
+    shape (512x4096x14336, 128x128x64 w8 s6, where the H200 measured TMA at 0.84x the pointer kernel's time)."""
+    reset_parameters()
+    measured = _measured_h100()
+
+    def scaled(value: float):  # type: ignore[no-untyped-def]
+        fit = Measurement("model_tma_l2_bandwidth_scale", value, "1", "model-fit")
+        return dataclasses.replace(measured, metrics={**measured.metrics, "model_tma_l2_bandwidth_scale": fit})
+
+    problem = Problem(512, 4096, 14336)
+    tma = GemmConfig("tma", 128, 128, 64, num_warps=8, num_stages=6)
+    pointer = GemmConfig("persistent", 128, 128, 64, num_warps=8, num_stages=6)
+    one, faster = scaled(1.0), scaled(1.25)
+    clear_tables()
+    assert predict(problem, tma, faster).breakdown["l2_time"] == pytest.approx(
+        predict(problem, tma, one).breakdown["l2_time"] / 1.25, rel=1e-9
+    )
+    assert predict(problem, tma, faster).time_s < predict(problem, tma, one).time_s
+    assert predict(problem, pointer, faster).time_s == predict(problem, pointer, one).time_s
+    # a K-step's matrix work is not the L2's
+    compute = [predict(problem, tma, profile).breakdown["iter_compute"] for profile in (faster, one)]
+    assert compute[0] == compute[1]
+    clear_tables()
+
+
 def test_splitk_reduction_pays_its_arrival_round_trips(monkeypatch: pytest.MonkeyPatch) -> None:
     """A split-K tile's fix-up has SPLITK_ARRIVAL_TRIPS L2 round trips beyond its fill latency; other variants none."""
     reset_parameters()

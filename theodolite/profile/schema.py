@@ -160,6 +160,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_l2_bandwidth_scale": MetricSpec(
             "1", "model fit: L2 bandwidth of the kernels' tile loads relative to l2_bandwidth", False, 0, 100
         ),
+        "model_tma_l2_bandwidth_scale": MetricSpec(
+            "1", "model fit: L2 bandwidth of TMA kernels' copies relative to pointer-based tile loads", False, 0, 100
+        ),
         "model_tile_overhead": MetricSpec(
             "cycle", "model fit: cycles per output tile outside the K loop", False, 0, 1e6
         ),
