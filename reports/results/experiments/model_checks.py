@@ -6,6 +6,9 @@
         ``python -m theodolite.model.evaluate FILE --profile P`` scores)
     python3 reports/results/experiments/model_checks.py tma-pairs h100|h200
         measured / predicted time of tma/X over persistent/X (same config) per tiles-per-SM band
+    python3 reports/results/experiments/model_checks.py tma-bounds h100|h200
+        the same pairs' median measured / predicted ratio, grouped by what bounds the pointer config in the model
+        (L2 time over its SM time) and by size (twenty-third session, "TMA's share of the L2")
     python3 reports/results/experiments/model_checks.py splitk-pairs h100|h200
         split-K config minus the same tile's persistent config, measured minus predicted (us), per tile and split
     python3 reports/results/experiments/model_checks.py fast-misses
@@ -85,6 +88,31 @@ def tma_pairs(gpu: str) -> None:
     for key, pairs in sorted(large.items()):
         measured, predicted = np.exp(np.log(np.array(pairs)).mean(axis=0))
         print(f"  over 4 tiles per SM, {key}: n={len(pairs)} measured {measured:.3f} predicted {predicted:.3f}")
+
+
+def tma_bounds(gpu: str) -> None:
+    """Median tma/X over persistent/X, measured and predicted, by the pointer config's model bound and size."""
+    from theodolite.kernels.config import GemmConfig
+    from theodolite.model.predict import predict
+
+    profile = load_profile(PROFILES[gpu])
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for suite in SUITES:
+        for shape in _results(gpu, suite).shapes:
+            problem = Problem(shape.M, shape.N, shape.K, dtype=shape.dtype, layout=shape.layout)
+            for key, ms in shape.configs.items():
+                partner = "tma/" + key[len("persistent/"):]
+                if not key.startswith("persistent/") or not ms or not shape.configs.get(partner):
+                    continue
+                pointer = predict(problem, GemmConfig.from_key(key), profile)
+                tma = predict(problem, GemmConfig.from_key(partner), profile)
+                share = pointer.breakdown["mem_time"] / pointer.breakdown["sm_time"]
+                bound = "L2-bound" if share >= 0.97 else "L2 near SM" if share > 0.8 else "SM-bound"
+                size = "small (< 15 us)" if ms < 0.015 else "larger"
+                groups[(bound, size)].append((shape.configs[partner] / ms, tma.time_s / pointer.time_s))
+    for (bound, size), pairs in sorted(groups.items()):
+        measured, predicted = np.median(np.array(pairs), axis=0)
+        print(f"{bound:10s} {size:15s} n={len(pairs):4d} tma/persistent measured {measured:.3f} predicted {predicted:.3f}")
 
 
 def splitk_pairs(gpu: str) -> None:
@@ -173,6 +201,8 @@ if __name__ == "__main__":
         exact()
     elif command == "tma-pairs":
         tma_pairs(rest[0])
+    elif command == "tma-bounds":
+        tma_bounds(rest[0])
     elif command == "splitk-pairs":
         splitk_pairs(rest[0])
     elif command == "scalar-steps":
