@@ -37,6 +37,13 @@ def _measured_h100():  # type: ignore[no-untyped-def]
     return load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5")
 
 
+def _measured_h100_with(name: str, value: float):  # type: ignore[no-untyped-def]
+    """The measured H100 profile with one model parameter stored as a model-fit metric."""
+    measured = _measured_h100()
+    fit = Measurement(name, value, METRICS[name].unit, "model-fit")
+    return dataclasses.replace(measured, metrics={**measured.metrics, name: fit})
+
+
 def test_every_model_parameter_is_an_optional_metric() -> None:
     for name in MODEL_PARAMETERS:
         spec = METRICS[name]
@@ -134,16 +141,10 @@ def test_tma_latency_hiding_costs_tma_configs_only() -> None:
     dev012 of random-dev (640x3072x9088, one wave) with 3 stages, where the H100 measured TMA 80.9 us and the
     pointer kernel 78.7 (full hiding had TMA at 69)."""
     reset_parameters()
-    measured = _measured_h100()
-
-    def hiding(value: float):  # type: ignore[no-untyped-def]
-        fit = Measurement("model_tma_latency_hiding", value, "1", "model-fit")
-        return dataclasses.replace(measured, metrics={**measured.metrics, "model_tma_latency_hiding": fit})
-
     problem = Problem(640, 3072, 9088)
     tma = GemmConfig("tma", 128, 128, 64, num_warps=8, num_stages=3)
     pointer = GemmConfig("persistent", 128, 128, 64, num_warps=8, num_stages=3, flatten=True)
-    full, half = hiding(1.0), hiding(0.5)
+    full, half = (_measured_h100_with("model_tma_latency_hiding", value) for value in (1.0, 0.5))
     clear_tables()
     assert predict(problem, tma, half).time_s > predict(problem, tma, full).time_s * 1.1
     assert predict(problem, pointer, half).time_s == predict(problem, pointer, full).time_s
@@ -157,16 +158,10 @@ def test_tma_l2_bandwidth_scale_moves_tma_configs_l2_time_only() -> None:
     """model_tma_l2_bandwidth_scale divides a TMA config's L2 time and leaves pointer-based configs alone: an L2-bound
     shape (512x4096x14336, 128x128x64 w8 s6, where the H200 measured TMA at 0.84x the pointer kernel's time)."""
     reset_parameters()
-    measured = _measured_h100()
-
-    def scaled(value: float):  # type: ignore[no-untyped-def]
-        fit = Measurement("model_tma_l2_bandwidth_scale", value, "1", "model-fit")
-        return dataclasses.replace(measured, metrics={**measured.metrics, "model_tma_l2_bandwidth_scale": fit})
-
     problem = Problem(512, 4096, 14336)
     tma = GemmConfig("tma", 128, 128, 64, num_warps=8, num_stages=6)
     pointer = GemmConfig("persistent", 128, 128, 64, num_warps=8, num_stages=6)
-    one, faster = scaled(1.0), scaled(1.25)
+    one, faster = (_measured_h100_with("model_tma_l2_bandwidth_scale", value) for value in (1.0, 1.25))
     clear_tables()
     assert predict(problem, tma, faster).breakdown["l2_time"] == pytest.approx(
         predict(problem, tma, one).breakdown["l2_time"] / 1.25, rel=1e-9
