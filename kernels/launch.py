@@ -471,16 +471,12 @@ def host_descriptors_enabled() -> bool:
     return os.environ.get("THEODOLITE_TMA_HOST_DESC", "1") not in ("", "0")
 
 
-_TENSOR_DESCRIPTOR: list[type] = []
-
-
+@functools.cache
 def _tensor_descriptor_class() -> type:
     """Triton's host TensorDescriptor class, imported once."""
-    if not _TENSOR_DESCRIPTOR:
-        from triton.tools.tensor_descriptor import TensorDescriptor
+    from triton.tools.tensor_descriptor import TensorDescriptor
 
-        _TENSOR_DESCRIPTOR.append(TensorDescriptor)
-    return _TENSOR_DESCRIPTOR[0]
+    return TensorDescriptor
 
 
 class _Descriptor:

@@ -28,10 +28,10 @@ import sys
 from collections import defaultdict
 
 import numpy as np
-from theodolite.kernels.config import Problem, operand_loads
+from theodolite.kernels.config import GemmConfig, Problem, operand_loads
 from theodolite.model import fast
 from theodolite.model.hardware import set_parameters
-from theodolite.model.predict import choose_index, clear_tables, evaluate, table_for
+from theodolite.model.predict import choose_index, clear_tables, evaluate, predict, table_for
 
 from theodolite.profile import load_profile
 from theodolite.profile.datasheet import h100_sxm
@@ -92,9 +92,6 @@ def tma_pairs(gpu: str) -> None:
 
 def tma_bounds(gpu: str) -> None:
     """Median tma/X over persistent/X, measured and predicted, by the pointer config's model bound and size."""
-    from theodolite.kernels.config import GemmConfig
-    from theodolite.model.predict import predict
-
     profile = load_profile(PROFILES[gpu])
     groups: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for suite in SUITES:
