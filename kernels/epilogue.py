@@ -16,6 +16,12 @@ import triton.language as tl
 # instead of a 64-bit pointer per element carried across the K loop (half the registers).  THEODOLITE_SCALAR_OFFSETS=0
 # (read at import) restores the pointers, for side-by-side experiments.
 SCALAR_OFFSETS = tl.constexpr(os.environ.get("THEODOLITE_SCALAR_OFFSETS", "1") != "0")
+# An element-wise operand whose contiguous dimension is M or N (B row-major, A column-major) has its clamped offsets
+# declared contiguous along that dimension, so that Triton's coalescing pass puts a warp's threads along the row.
+# Without it the clamp hides the contiguity, and Triton laid the threads along K: each warp load touched 32 rows
+# (H100, B [K, N] row-major; experiments' scalar_coalesce.py).  Safe: the offsets' divisibility stays 1 (the clamp), so
+# no load is vectorized on the strength of it.  THEODOLITE_SCALAR_COALESCE=0 (read at import) turns it off.
+SCALAR_COALESCE = tl.constexpr(os.environ.get("THEODOLITE_SCALAR_COALESCE", "1") != "0")
 
 
 @triton.jit
@@ -99,6 +105,8 @@ def mma_tile(
     if SCALAR_OFFSETS and A_VEC == 1:  # element-wise: int32 offsets (one register each), a scalar base walks K
         first_m = pid_m * BLOCK_M
         lm = tl.minimum(first_m + tl.arange(0, BLOCK_M), LM - 1) - first_m
+        if SCALAR_COALESCE and not A_KMAJOR:
+            lm = tl.max_contiguous(lm, BLOCK_M)
         if A_KMAJOR:
             a_ptrs = a_base + tl.cast(first_m, tl.int64) * stride_a + k0
             a_offs = lm[:, None] * stride_a + rk[None, :]
@@ -116,6 +124,8 @@ def mma_tile(
     if SCALAR_OFFSETS and B_VEC == 1:
         first_n = pid_n * BLOCK_N
         ln = tl.minimum(first_n + tl.arange(0, BLOCK_N), LN - 1) - first_n
+        if SCALAR_COALESCE and not B_KMAJOR:
+            ln = tl.max_contiguous(ln, BLOCK_N)
         if B_KMAJOR:
             b_ptrs = b_base + tl.cast(first_n, tl.int64) * stride_b + k0
             b_offs = rk[:, None] + ln[None, :] * stride_b
