@@ -36,6 +36,7 @@ from theodolite.kernels.config import (
     streamk_partition,
     vector_elements,
 )
+from theodolite.kernels.padded_copy import copy_arguments, padded_copy_kernel
 from triton.runtime.errors import OutOfResources
 
 _TORCH_TO_NAME: dict[torch.dtype, str] = {
@@ -227,16 +228,22 @@ def _locks(device: torch.device, count: int) -> torch.Tensor:
 
 
 class _AlignedCopy:
-    """Plan step: copy a misaligned operand into its padded-stride buffer (run at each launch).
+    """Plan step: copy a misaligned operand into its padded-stride buffer (run at each launch), with
+    ``padded_copy.padded_copy_kernel`` (a direct launch after the first, as ``_Launch`` does).
 
     ``source`` names the gemm() argument it reads (0 a, 1 b; -1 when the operand was made contiguous first),
-    so a cached call (``_FastGemm``) re-binds it to that call's tensor of the same metadata."""
+    so a cached call (``_FastGemm``) re-binds it to that call's tensor of the same metadata (the view it copies
+    starts where that tensor does)."""
 
-    __slots__ = ("dst", "src", "source", "row_major", "first_only")
+    __slots__ = ("dst", "src", "buf", "source", "row_major", "first_only", "launch")
 
-    def __init__(self, dst: torch.Tensor, src: torch.Tensor, source: int, row_major: bool, first_only: bool) -> None:
-        self.dst, self.src, self.source = dst, src, source
+    def __init__(
+        self, dst: torch.Tensor, src: torch.Tensor, buf: torch.Tensor, source: int, row_major: bool, first_only: bool
+    ) -> None:
+        self.dst, self.src, self.buf, self.source = dst, src, buf, source
         self.row_major, self.first_only = row_major, first_only
+        grid, args, kwargs = copy_arguments(src, buf)
+        self.launch = _Launch(padded_copy_kernel, grid, args, kwargs)
 
     @staticmethod
     def stored(x: torch.Tensor, row_major: bool, first_only: bool) -> torch.Tensor:
@@ -251,10 +258,17 @@ class _AlignedCopy:
         return self.stored(x, self.row_major, self.first_only)
 
     def __call__(self) -> None:
-        self.dst.copy_(self.src)
+        self.launch()
 
     def run_from(self, x: torch.Tensor) -> None:
-        self.dst.copy_(self.view(x))
+        runner = self.launch.runner
+        if runner is not None:  # the launcher reads only the address, where the view of x starts too
+            args = self.launch.ordered.copy()
+            args[0] = x
+            runner(*args)
+            return
+        grid, args, kwargs = copy_arguments(self.view(x), self.buf)
+        padded_copy_kernel[grid](*args, **kwargs)
 
 
 def _aligned_copy(op: _Operand, source: int) -> tuple[_Operand, _AlignedCopy]:
@@ -270,7 +284,7 @@ def _aligned_copy(op: _Operand, source: int) -> tuple[_Operand, _AlignedCopy]:
     dst = buf[..., :inner]
     if padded > inner:  # zero padding: along K the kernels read it (as zeros) instead of masking
         buf[..., inner:].zero_()
-    step = _AlignedCopy(dst, view, source, op.row_major, first_only)
+    step = _AlignedCopy(dst, view, buf, source, op.row_major, first_only)
 
     stored = dst if op.row_major else dst.transpose(-1, -2)
     if op.batch_stride == 0 and src.shape[0] > 1:
@@ -299,16 +313,15 @@ def _unaligned_vec(op: _Operand, vec: int) -> int:
 
 
 def _row_vec(x: torch.Tensor, n: int) -> int:
-    """Epilogue promise for a [b, M, N] tensor: 0 if columns are strided, else elements per 16 bytes that
-    divide its row and batch strides (and its base address), 1 if only columns are contiguous."""
+    """Epilogue promise for a [b, M, N] tensor: 0 if columns are strided, else the widest vector (a power of two, at
+    most 16 bytes) dividing its row and batch strides and its base address, in elements (1: contiguous columns)."""
     if x.stride(2) != 1 and n > 1:
         return 0
-    vec = 16 // x.element_size()
+    full = 16 // x.element_size()
     rows = x.stride(1) if x.shape[1] > 1 else 0
     batches = x.stride(0) if x.shape[0] > 1 else 0
-    if rows % vec == 0 and batches % vec == 0 and x.data_ptr() % 16 == 0:
-        return vec
-    return 1
+    bits = full | rows | batches | (x.data_ptr() // x.element_size())
+    return bits & -bits  # the lowest set bit: the largest power of two dividing all of them
 
 
 def _epilogue_vecs(out3: torch.Tensor, c3: torch.Tensor | None, n: int) -> tuple[int, int, int]:
@@ -316,11 +329,11 @@ def _epilogue_vecs(out3: torch.Tensor, c3: torch.Tensor | None, n: int) -> tuple
     its column mask may assume.  A row promise is never wider than the mask's (N_VEC): beside a per-element mask,
     16-byte rows made Triton store two-byte scalars eight elements apart, 1.1-2.9x slower (median 1.4x) than with
     contiguous columns promised alone (H100, output rows padded to 16 bytes, N not a multiple of 8; experiments'
-    store_width.py)."""
+    store_width.py).  An even N that is not a multiple of 8 stores 4- or 8-byte vectors (experiments'
+    ``out_vec.py --wide``: 1.018x over the 44 random-dev shapes with such an N, dev033 1437x2222x18 1.07x)."""
     out_vec = _row_vec(out3, n)
     c_vec = _row_vec(c3, n) if c3 is not None else 0
-    full = 16 // out3.element_size()
-    n_vec = full if out_vec == full and n % full == 0 else 1
+    n_vec = min(out_vec, n & -n) if out_vec > 0 else 1
     # (0, columns strided, stays 0; a narrower promise is implied by a wider one: all are powers of two)
     return min(out_vec, n_vec), min(c_vec, n_vec), n_vec
 

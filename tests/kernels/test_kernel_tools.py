@@ -96,6 +96,37 @@ def test_element_wise_beside_vectors_builds_its_own_binary() -> None:
     _compile_offline(code, timeout=300)
 
 
+def test_element_wise_loads_run_along_the_contiguous_dimension() -> None:
+    """An element-wise operand's clamped offsets hide their contiguity; Triton 3.6 then laid a row-major B tile's 32
+    threads of a warp along K (32 rows per load, 1.2x slower over 62 random-dev shapes: experiments'
+    scalar_coalesce.py).  With ``SCALAR_COALESCE`` every element-wise tile's threads run along its contiguous
+    dimension, in each layout: B's rows (N) in nn/tn, A's rows (K) in nn/nt, down the columns otherwise."""
+    pytest.importorskip("triton")
+    code = (
+        "import re, triton\n"
+        "from triton.backends.compiler import GPUTarget\n"
+        "from theodolite.kernels.build import _source\n"
+        "from theodolite.kernels.config import GemmConfig\n"
+        "config = GemmConfig.from_key('splitk/64x64x128/g8/w4/s4/k8')\n"
+        "target = GPUTarget('cuda', 90, 32)\n"
+        "options = triton.compiler.make_backend(target).parse_options({'num_warps': 4, 'num_stages': 4})\n"
+        "for layout in ('nn', 'tn', 'nt', 'tt'):\n"
+        "    _, source = _source(config, 'bf16', layout, 'scalar')\n"
+        "    ttgir = triton.compile(source, target=target, options=options.__dict__).asm['ttgir']\n"
+        "    layouts = dict(re.findall(r'^(#blocked\\d*) = (.*)$', ttgir, re.M))\n"
+        "    loads = re.findall(r'tt.load .*tensor<(\\d+)x(\\d+)x!tt.ptr<bf16>, (#blocked\\d*)>', ttgir)\n"
+        "    assert len(loads) == 2, (layout, loads)\n"
+        "    for rows, cols, name in loads:\n"
+        "        operand = 'a' if (int(rows), int(cols)) == (64, 128) else 'b'\n"
+        "        # A [M, K] is contiguous along K (dim 1) when row-major ('n'), B [K, N] along N (dim 1) when 'n'\n"
+        "        along = 1 if layout[0 if operand == 'a' else 1] == 'n' else 0\n"
+        "        warp = [int(x) for x in re.search(r'threadsPerWarp = \\[(\\d+), (\\d+)\\]', layouts[name]).groups()]\n"
+        "        assert warp[along] >= 16, (layout, operand, layouts[name])\n"
+        "print('ok')\n"
+    )
+    _compile_offline(code, timeout=300)
+
+
 def test_splitk_reduction_registers_do_not_grow_with_the_split() -> None:
     """The last slice's reduction loops over the slices: 16 slices compile to the registers of 2, no spills (an
     unrolled loop kept every partial live: 64x128 k4 spilled 132 B, k16 2.5 KB)."""

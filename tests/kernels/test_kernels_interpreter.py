@@ -323,6 +323,35 @@ def test_aligned_copy_step_rebinds_to_a_new_operand(monkeypatch: pytest.MonkeyPa
     check(plan.out, fresh, b, torch.float16)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize(
+    ("batch", "outer", "inner", "offset"), [(1, 5, 21, 0), (1, 3, 130, 1), (3, 4, 36, 2), (2, 2, 8, 4)]
+)
+def test_padded_copy_moves_bits_and_zero_fills_the_pad(
+    dtype: torch.dtype, batch: int, outer: int, inner: int, offset: int
+) -> None:
+    """The aligned copy's kernel: every element's bits (NaN payloads and -0.0 too), source rows of any alignment (its
+    vector the widest dividing base, strides and extent), the pad past the row zero, nothing past the buffer."""
+    from theodolite.kernels.padded_copy import copy_arguments, padded_copy_kernel
+
+    pitch = inner + 3  # a row stride that is not a multiple of the extent
+    storage = torch.randn(batch * outer * pitch + offset).to(dtype)
+    storage[offset] = -0.0
+    storage[offset + 1] = float("nan")
+    src = storage[offset:].as_strided((batch, outer, inner), (outer * pitch, pitch, 1))
+    padded = -(-inner // 64) * 64
+    buf = torch.full((batch, outer, padded + 64), 7.0, dtype=dtype)[..., :padded]  # poison, and a guard column
+    buf[..., inner:] = 0.0  # as _aligned_copy leaves it
+    buf[..., :inner] = 9.0
+    grid, args, kwargs = copy_arguments(src, buf)
+    padded_copy_kernel[grid](*args, **kwargs)
+    bits = {2: torch.int16, 4: torch.int32}[src.element_size()]
+    assert torch.equal(buf[..., :inner].view(bits), src.view(bits))
+    assert torch.count_nonzero(buf[..., inner:]) == 0
+    guard = buf.as_strided((batch, outer, 64), buf.stride(), padded)
+    assert torch.equal(guard, torch.full((batch, outer, 64), 7.0, dtype=dtype))
+
+
 @pytest.mark.parametrize(
     ("k", "n", "offset", "a_vec", "b_vec"),
     [(98, 38, 0, 2, 2), (84, 36, 0, 4, 4), (84, 36, 2, 2, 4), (84, 36, 1, 1, 1), (85, 36, 0, 1, 1)],
@@ -424,9 +453,11 @@ def test_epilogue_promises_are_never_wider_than_the_column_mask() -> None:
     assert _epilogue_vecs(padded, padded, 27) == (1, 1, 1)
     assert _epilogue_vecs(torch.empty(1, 20, 27, dtype=half), None, 27) == (1, 0, 1)
     assert _epilogue_vecs(strided, dense, 20) == (0, 1, 1)
-    assert _epilogue_vecs(torch.empty(1, 20, 32, dtype=half)[:, :, :30], dense, 30) == (1, 1, 1)
-    # 16-byte rows starting two elements in: no 16-byte promise
-    assert _epilogue_vecs(torch.empty(1, 20, 40, dtype=half)[:, :, 2:34], None, 32) == (1, 0, 1)
+    # an even N: 4-byte vectors, as wide as N's lowest set bit allows (the rows would take 16 bytes)
+    assert _epilogue_vecs(torch.empty(1, 20, 32, dtype=half)[:, :, :30], dense, 30) == (2, 2, 2)
+    assert _epilogue_vecs(torch.empty(1, 20, 32, dtype=half)[:, :, :28], dense, 28) == (4, 4, 4)
+    # 16-byte rows starting two elements in: 4-byte vectors, no wider
+    assert _epilogue_vecs(torch.empty(1, 20, 40, dtype=half)[:, :, 2:34], None, 32) == (2, 0, 2)
     # fp32 output (4 a vector), N = 36: C's 8-element promise narrows to the mask's 4
     assert _epilogue_vecs(torch.empty(1, 20, 36), torch.empty(1, 20, 40, dtype=half)[:, :, :36], 36) == (4, 4, 4)
 

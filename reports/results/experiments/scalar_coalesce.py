@@ -1,8 +1,8 @@
 """Element-wise B loads laid along N (coalesced) or along K, as Triton 3.6 chose: does it pay?
 
 An operand read element-wise (``A_VEC``/``B_VEC`` 1) is addressed by int32 offsets clamped at the matrix edge
-(``kernels.epilogue.SCALAR_OFFSETS``).  The clamp hides the offsets' contiguity from Triton's coalescing pass, which then
-breaks the tie between the two dimensions by laying a warp's 32 threads along the tile's first one: for B [K, N]
+(``kernels.epilogue.SCALAR_OFFSETS``).  The clamp hides the offsets' contiguity from Triton's coalescing pass, which
+then breaks the tie between the two dimensions by laying a warp's 32 threads along the tile's first one: for B [K, N]
 row-major (the nn and tn layouts) that is K, so each warp load touched 32 rows, two bytes from each (the TTGIR of
 ``splitk/64x64x128`` "scalar", nn: ``threadsPerWarp = [32, 1], order = [0, 1]`` for the 128x64 B tile).
 ``kernels.epilogue.SCALAR_COALESCE`` declares the clamped offsets contiguous along N (``tl.max_contiguous``), and the
@@ -69,9 +69,11 @@ def plans_of(sets: list[Any], key: str, coalesce: bool) -> list[Any]:
 
 
 def shapes(gpu: str) -> list[tuple[str, int, int, int, str, list[str]]]:
-    """(name, M, N, K, load class, the sweep's fastest configs) of the random-dev shapes whose B is read element-wise."""
+    """(name, M, N, K, load class, the sweep's fastest configs) of the random-dev shapes whose B is read
+    element-wise."""
     from harness import fastest
     from theodolite.kernels.config import Problem, needs_aligned_copy, operand_loads
+
     from theodolite.results import load_results
 
     out = []
@@ -86,15 +88,26 @@ def shapes(gpu: str) -> list[tuple[str, int, int, int, str, list[str]]]:
 
 def main() -> None:
     import torch
-    from harness import best_by_way, first_right, gpu_name, in_workers, time_as_validate, validate_inputs, warm_plans
-    from harness import way_rows, write_rows
+    from harness import (
+        best_by_way,
+        first_right,
+        gpu_name,
+        in_workers,
+        time_as_validate,
+        validate_inputs,
+        warm_plans,
+        way_rows,
+        write_rows,
+    )
     from theodolite.kernels.benchmark import Timer
 
     gpu = gpu_name()
     todo = shapes(gpu)
     if len(sys.argv) > 1:
         todo = todo[: int(sys.argv[1])]
-    tasks = sorted({(m, n, k, key, coalesce) for _, m, n, k, _, keys in todo for key in keys for coalesce in (False, True)})
+    tasks = sorted(
+        {(m, n, k, key, coalesce) for _, m, n, k, _, keys in todo for key in keys for coalesce in (False, True)}
+    )
     print("warmed", sum(in_workers(functools.partial(warm_plans, plans_for=plans_of), tasks)), "shapes", len(todo),
           flush=True)  # fmt: skip
     timer = Timer()
@@ -113,7 +126,8 @@ def main() -> None:
         best = best_by_way(times, ("along-k", "coalesced"))
         ratios.append(best["along-k"] / best["coalesced"])
         print(f"{name} {m}x{n}x{k} {loads}: torch {times['torch'] * 1e3:.2f} us, along K "
-              f"{best['along-k'] * 1e3:.2f} (x{times['torch'] / best['along-k']:.3f}), coalesced {best['coalesced'] * 1e3:.2f} "
+              f"{best['along-k'] * 1e3:.2f} (x{times['torch'] / best['along-k']:.3f}), coalesced "
+              f"{best['coalesced'] * 1e3:.2f} "
               f"(x{times['torch'] / best['coalesced']:.3f})", flush=True)  # fmt: skip
     if ratios:
         print(f"best along K / best coalesced, geomean over {len(ratios)} shapes: "
