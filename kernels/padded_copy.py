@@ -10,6 +10,9 @@ fp8 included, is copied exactly.
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
 import triton
 import triton.language as tl
 
@@ -58,11 +61,11 @@ def padded_copy_kernel(
 _BITS = {1: "int8", 2: "int16", 4: "int32"}
 
 
-def copy_arguments(src: torch.Tensor, buf: torch.Tensor) -> tuple[tuple[int, ...], tuple, dict]:  # noqa: F821
+def copy_arguments(
+    src: torch.Tensor, buf: torch.Tensor
+) -> tuple[tuple[int, int, int], tuple[Any, ...], dict[str, int]]:
     """(grid, positional arguments, constexprs) of the copy of ``src`` ([batch, outer, inner], inner contiguous) into
     ``buf`` ([batch, outer, padded], 16-byte aligned rows): both as integer views of their element size."""
-    import torch
-
     size = src.element_size()
     bits = getattr(torch, _BITS[size])
     batch, outer, inner = src.shape

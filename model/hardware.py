@@ -68,8 +68,9 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
     "model_scalar_k_load_share": (
         1.0,
         "cost of a scalar load of an operand whose rows run along K (A row-major, B column-major) relative to "
-        "one whose rows run along M or N (fitted on row-major 'nn' sweeps only, where B's scalar loads cost about "
-        "twice A's per element; other layouts are assumed to follow the rows' direction)",
+        "one whose rows run along M or N (fitted on row-major 'nn' sweeps only: 0.8-0.95 since B's element-wise "
+        "loads run along its rows, kernels.epilogue.SCALAR_COALESCE, 0.08-0.2 before, when Triton laid them along K; "
+        "other layouts are assumed to follow the rows' direction)",
     ),
     "model_scalar_round_trips": (
         1.0,
