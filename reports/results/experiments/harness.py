@@ -1,7 +1,8 @@
 """What the device experiments share (``pitch_copy.py``, ``small_copy.py``, ``sync_prefetch.py``, ``short_k.py``,
 ``decode_tiles.py``, ``zero_fill.py``, ``deep_splitk.py``, ``splitk_reduce.py``, ``streamk_rounds.py``,
 ``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``,
-``out_vec.py``, ``composite_tiles.py``): the GPU's short name, compiling in worker processes, the
+``out_vec.py``, ``composite_tiles.py``, ``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``): the GPU's short
+name, kernels copied with an ``epilogue`` switch flipped, compiling in worker processes, the
 copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
 torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
 results file, and merging an experiment's times into a committed results file."""
@@ -10,6 +11,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
@@ -23,6 +25,41 @@ from theodolite.kernels.launch import plan_gemm
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def copy_jit(jitted: Any, overrides: dict[str, Any]) -> Any:
+    """A JIT function with the same code as ``jitted`` and its module's globals changed by ``overrides`` (its own
+    caches; Triton's cache key holds the changed global constexprs)."""
+    fn = jitted.fn
+    scope = dict(fn.__globals__)
+    scope.update(overrides)
+    copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__module__, copy.__qualname__, copy.__doc__ = fn.__module__, fn.__qualname__, fn.__doc__
+    copy.__annotations__, copy.__kwdefaults__ = dict(fn.__annotations__), fn.__kwdefaults__  # constexpr parameters
+    return triton.jit(copy, do_not_specialize=list(jitted.do_not_specialize or []))
+
+
+_SWITCHED: dict[tuple[str, bool], dict[Any, Any]] = {}
+
+
+def switched_plans(sets: list[tuple[Any, Any, Any]], key: str, on: bool, *, switch: str) -> list[Any]:
+    """Each (A, B, out) set's plan of config ``key`` whose persistent, Stream-K and split-K kernels run with the
+    ``kernels.epilogue`` switch ``switch`` (a module constexpr such as ``SCALAR_OFFSETS``) set to ``on``: copies of the
+    kernels, so both ways run side by side in one process."""
+    import triton.language as tl
+    from theodolite.kernels import epilogue, persistent, splitk, streamk
+
+    if (switch, on) not in _SWITCHED:
+        mma = copy_jit(epilogue.mma_tile, {switch: tl.constexpr(on)})
+        shipped = (persistent.persistent_kernel, streamk.streamk_kernel, splitk.splitk_kernel)
+        _SWITCHED[(switch, on)] = {k: copy_jit(k, {"mma_tile": mma}) for k in shipped}
+    kernels = _SWITCHED[(switch, on)]
+    plans = [plan_gemm(x, y, GemmConfig.from_key(key), out=o) for x, y, o in sets]
+    for plan in plans:
+        for step in plan.steps:
+            if getattr(step, "kernel", None) in kernels:
+                step.kernel = kernels[step.kernel]
+    return plans
 
 
 def gpu_name() -> str:
@@ -269,3 +306,46 @@ def time_candidates(
               flush=True)  # fmt: skip
     command = f"PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/{script}"
     return write_rows(file_name, command, rows)
+
+
+def time_switch(
+    todo: Sequence[tuple[str, int, int, int, str, list[str]]], switch: str, ways: tuple[str, str], file_name: str,
+    script: str,
+) -> str:  # fmt: skip
+    """Time each shape's configs with the ``kernels.epilogue`` switch ``switch`` off and on (named ``ways``), side by
+    side beside torch.matmul as ``validate`` times a shape; print each way's best per shape and the geomean of best off
+    over best on; ``$OUT/<file_name>.json`` (its path).  ``todo``: (name, M, N, K, load class, configs) per shape."""
+    import functools
+    import math
+    import sys
+
+    from theodolite.kernels.benchmark import Timer
+
+    plans_for = functools.partial(switched_plans, switch=switch)
+    tasks = sorted({(m, n, k, key, on) for _, m, n, k, _, keys in todo for key in keys for on in (False, True)})
+    print("warmed", sum(in_workers(functools.partial(warm_plans, plans_for=plans_for), tasks)), "shapes", len(todo),
+          flush=True)  # fmt: skip
+    timer = Timer()
+    rows, ratios = [], []
+    for name, m, n, k, loads, keys in todo:
+        inputs, sets, calls = validate_inputs(m, n, k, timer)
+        ref = inputs.ref.float()
+        for key in keys:
+            for on in (False, True):
+                plans = plans_for(sets, key, on)
+                if first_right(plans, sets[0][2], ref, name, key, on):
+                    calls[f"{key}@{ways[on]}"] = [p.run for p in plans]
+        torch.cuda.synchronize()
+        times = time_as_validate(timer, inputs, calls)
+        rows += way_rows(name, m, n, k, times, loads=loads)
+        best = best_by_way(times, ways)
+        ratios.append(best[ways[0]] / best[ways[1]])
+        print(f"{name} {m}x{n}x{k} {loads}: torch {times['torch'] * 1e3:.2f} us, "
+              + ", ".join(f"{w} {best[w] * 1e3:.2f} (x{times['torch'] / best[w]:.3f})" for w in ways), flush=True)  # fmt: skip
+    if ratios:
+        print(f"best {ways[0]} / best {ways[1]}, geomean over {len(ratios)} shapes: "
+              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}", flush=True)  # fmt: skip
+    command = f"PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/{script}"
+    path = write_rows(file_name, command, rows)
+    print("wrote", path, file=sys.stderr)
+    return path
