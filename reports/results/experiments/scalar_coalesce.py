@@ -18,32 +18,12 @@ root (writes ``$OUT/scalar-coalesce-<gpu>.json``)::
 
 import sys
 
-PER_SHAPE = 6
-
-
-def shapes(gpu: str) -> list[tuple[str, int, int, int, str, list[str]]]:
-    """(name, M, N, K, load class, the sweep's fastest configs) of the random-dev shapes whose B is read
-    element-wise."""
-    from harness import fastest
-    from theodolite.kernels.config import Problem, needs_aligned_copy, operand_loads
-
-    from theodolite.results import load_results
-
-    out = []
-    for s in load_results(f"reports/results/validate-random-dev-{gpu}.json").shapes:
-        problem = Problem(s.M, s.N, s.K)
-        loads = operand_loads(problem)
-        if loads in ("scalar", "scalar-b") and not any(needs_aligned_copy(problem)):
-            keys = [c for c in fastest(s.configs, 3 * PER_SHAPE) if not c.startswith("tma/")][:PER_SHAPE]
-            out.append((s.name, s.M, s.N, s.K, loads, keys))
-    return out
-
-
 def main() -> None:
     from harness import gpu_name, time_switch
+    from scalar_offsets import shapes
 
     gpu = gpu_name()
-    todo = shapes(gpu)
+    todo = shapes(gpu, ("scalar", "scalar-b"))  # B read element-wise: the loads the switch lays out
     if len(sys.argv) > 1:
         todo = todo[: int(sys.argv[1])]
     time_switch(todo, "SCALAR_COALESCE", ("along-k", "coalesced"), f"scalar-coalesce-{gpu}", "scalar_coalesce.py")

@@ -20,8 +20,11 @@ import sys
 PER_SHAPE = 6
 
 
-def shapes(gpu: str) -> list[tuple[str, int, int, int, str, list[str]]]:
-    """(name, M, N, K, load class, the sweep's fastest configs) of the random-dev shapes read element-wise."""
+def shapes(
+    gpu: str, classes: tuple[str, ...] = ("scalar", "scalar-a", "scalar-b")
+) -> list[tuple[str, int, int, int, str, list[str]]]:
+    """(name, M, N, K, load class, the sweep's fastest non-TMA configs) of the random-dev shapes whose binary's load
+    class is one of ``classes`` (element-wise operands) and that copy no operand."""
     from harness import fastest
     from theodolite.kernels.config import Problem, needs_aligned_copy, operand_loads
     from theodolite.results import load_results
@@ -30,7 +33,7 @@ def shapes(gpu: str) -> list[tuple[str, int, int, int, str, list[str]]]:
     for s in load_results(f"reports/results/validate-random-dev-{gpu}.json").shapes:
         problem = Problem(s.M, s.N, s.K)
         loads = operand_loads(problem)
-        if loads.startswith("scalar") and not any(needs_aligned_copy(problem)):
+        if loads in classes and not any(needs_aligned_copy(problem)):
             keys = [c for c in fastest(s.configs, 3 * PER_SHAPE) if not c.startswith("tma/")][:PER_SHAPE]
             out.append((s.name, s.M, s.N, s.K, loads, keys))
     return out
