@@ -31,6 +31,8 @@ def padded_copy_kernel(
     src_r,
     dst_b,
     dst_r,
+    col_blocks,
+    tiles_per_batch,
     VEC: tl.constexpr,
     DST_VEC: tl.constexpr,
     BLOCK_R: tl.constexpr,
@@ -38,10 +40,12 @@ def padded_copy_kernel(
 ):
     """One BLOCK_R x BLOCK_C tile of [batch, outer, inner] into the destination's rows, ``stored`` columns of them
     (``inner`` rounded up to DST_VEC: zeros past ``inner``; the rest of the pad was zeroed when the buffer was made).
-    ``VEC`` divides the source's strides, base and ``inner``; ``DST_VEC`` the destination's strides and ``stored``."""
-    pid_c = tl.program_id(0)
-    pid_r = tl.program_id(1)
-    bid = tl.program_id(2)
+    ``VEC`` divides the source's strides, base and ``inner``; ``DST_VEC`` the destination's strides and ``stored``.
+    One grid dimension numbers every tile (the second and third stop at 65535 blocks: a few million rows)."""
+    pid = tl.program_id(0)
+    bid = pid // tiles_per_batch
+    pid_r = (pid % tiles_per_batch) // col_blocks
+    pid_c = pid % col_blocks
     src_r = (src_r // VEC) * VEC  # (x // v) * v: divisibility the compiler can see
     src_b = (src_b // VEC) * VEC
     inner = (inner // VEC) * VEC
@@ -75,7 +79,9 @@ def copy_arguments(
     vec = min(dst_vec, lowest & -lowest)
     block_c = min(128, triton.next_power_of_2(stored))
     block_r = TILE_ELEMENTS // block_c
-    grid = (triton.cdiv(stored, block_c), triton.cdiv(outer, block_r), batch)
+    col_blocks = triton.cdiv(stored, block_c)
+    tiles = col_blocks * triton.cdiv(outer, block_r)
+    grid = (tiles * batch, 1, 1)
     args = (src.view(bits), buf.view(bits), outer, inner, stored, src.stride(0), src.stride(1), buf.stride(0),
-            buf.stride(1))  # fmt: skip
+            buf.stride(1), col_blocks, tiles)  # fmt: skip
     return grid, args, {"VEC": vec, "DST_VEC": dst_vec, "BLOCK_R": block_r, "BLOCK_C": block_c, "num_warps": 4}

@@ -352,6 +352,20 @@ def test_padded_copy_moves_bits_and_zero_fills_the_pad(
     assert torch.equal(guard, torch.full((batch, outer, 64), 7.0, dtype=dtype))
 
 
+def test_padded_copy_numbers_its_tiles_along_one_grid_dimension() -> None:
+    """A tall operand (3 million rows) needs more row blocks than a second grid dimension holds (65535): the copy's
+    tiles, batch included, are numbered along the first."""
+    from theodolite.kernels.padded_copy import copy_arguments
+
+    rows, cols = 3_000_000, 130
+    src = torch.empty(cols + 1, dtype=torch.float16)[1:].as_strided((2, rows, cols), (0, 0, 1))  # (shape only)
+    buf = torch.empty(192, dtype=torch.float16).as_strided((2, rows, 192), (0, 0, 1))
+    grid, args, kwargs = copy_arguments(src, buf)
+    col_blocks, tiles = args[-2], args[-1]
+    assert grid == (2 * tiles, 1, 1) and tiles == col_blocks * -(-rows // kwargs["BLOCK_R"]) > 65535
+    assert col_blocks * kwargs["BLOCK_C"] >= 136 and kwargs["VEC"] == 1  # 130 rounded up to 16 bytes; odd base
+
+
 @pytest.mark.parametrize(
     ("k", "n", "offset", "a_vec", "b_vec"),
     [(98, 38, 0, 2, 2), (84, 36, 0, 4, 4), (84, 36, 2, 2, 4), (84, 36, 1, 1, 1), (85, 36, 0, 1, 1)],
