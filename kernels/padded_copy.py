@@ -18,9 +18,12 @@ import triton.language as tl
 
 # elements per program (a BLOCK_R x BLOCK_C tile): the experiment's 32 x 128 bf16 tiles
 TILE_ELEMENTS = 4096
+# sizes and strides are not specialized (one binary per vector width and block, whatever the shape): the constexprs
+# carry what the loads and stores need, as the GEMM kernels' do
+_RUNTIME_INTS = ("outer", "inner", "stored", "src_b", "src_r", "dst_b", "dst_r", "col_blocks", "tiles_per_batch")
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_RUNTIME_INTS)
 def padded_copy_kernel(
     src,
     dst,
