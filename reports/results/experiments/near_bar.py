@@ -10,6 +10,10 @@ TMA 64x64x64 and 6-stage tiles) beside the sweep's three fastest configs and tor
 shape.  Run on a GPU from the repository root (writes ``$OUT/near-bar-<gpu>.json``)::
 
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/near_bar.py
+
+``--space SUITE`` times SPACE (the candidates that won a shape) on every shape of a suite the same way (for
+``harness.merge_times`` once they join the kernels' space); ``--model FILE PROFILE`` (no GPU) prints, per shape of a
+run, the sweep's best over SPACE's best measured beside the model's view with SPACE added to the space.
 """
 
 from typing import Any
@@ -25,6 +29,11 @@ CANDIDATES = (
     + ["persistent/64x64x64/g8/w4/s6/k1", "persistent/64x128x64/g8/w4/s6/k1", "persistent/128x64x64/g8/w4/s6/k1"]
 )
 BAR = 0.9
+# the candidates that beat a shape's sweep best in the first run (near-bar-h100.json), for the space
+SPACE = (
+    "splitk/64x64x64/g8/w4/s8/k2", "splitk/64x64x64/g8/w4/s8/k3", "splitk/64x64x128/g8/w4/s4/k3",
+    "splitk/64x64x128/g8/w4/s4/k5", "splitk/64x64x128/g8/w4/s4/k12", "splitk/16x64x128/g8/w4/s4/k6",
+)  # fmt: skip
 
 
 def candidates(shape: Any) -> list[str]:
@@ -36,10 +45,53 @@ def candidates(shape: Any) -> list[str]:
     return list(CANDIDATES)
 
 
+def model_check(times_path: str, profile_path: str) -> None:
+    """Offline: per shape of a run, the sweep's best over SPACE's best, measured and modelled (SPACE added to the
+    config space without compiler facts: legality's estimates)."""
+    import collections
+    import json
+    import math
+
+    from deep_stages import add_to_space
+    from theodolite.kernels.config import Problem
+
+    add_to_space(SPACE)
+    from theodolite.model.predict import evaluate, table_for
+    from theodolite.profile.hdf5 import load_profile
+
+    table = table_for(load_profile(profile_path), "bf16")
+    measured: dict[tuple[int, int, int], dict[str, float]] = collections.defaultdict(dict)
+    for row in json.load(open(times_path))["rows"]:
+        measured[(row["M"], row["N"], row["K"])][row["config"]] = row["us"]
+    agree = total = 0
+    for (m, n, k), times in sorted(measured.items()):
+        predicted, _ = evaluate(table, Problem(m, n, k))
+        keys = [c for c in times if c in table.index and math.isfinite(predicted[table.index[c]])]
+        sweep, new = [c for c in keys if c not in SPACE], [c for c in keys if c in SPACE]
+        if not sweep or not new:
+            continue
+        gain = min(times[c] for c in sweep) / min(times[c] for c in new)
+        model = min(predicted[table.index[c]] for c in sweep) / min(predicted[table.index[c]] for c in new)
+        total += 1
+        agree += (gain > 1) == (model > 1)
+        print(f"{m}x{n}x{k}: sweep best / SPACE best measured {gain:.3f}, model {model:.3f}")
+    print(f"the model calls the faster of the two right on {agree} of {total} shapes")
+
+
 def main() -> None:
+    import sys
+
+    if sys.argv[1:2] == ["--model"]:
+        model_check(sys.argv[2], sys.argv[3])
+        return
     from harness import gpu_name, sweep_shapes, time_candidates
 
     gpu = gpu_name()
+    if sys.argv[1:2] == ["--space"]:
+        suite = sys.argv[2]
+        todo = sweep_shapes(gpu, (suite,), lambda s: list(SPACE))
+        time_candidates(todo, "space", f"near-bar-space-{suite}-{gpu}", f"near_bar.py --space {suite}")
+        return
     todo = sweep_shapes(gpu, ("llm", "random-dev"), candidates)
     print(len(todo), "shapes", flush=True)
     time_candidates(todo, "off-space", f"near-bar-{gpu}", "near_bar.py")
