@@ -90,16 +90,20 @@ def add_to_space(keys: tuple[str, ...]) -> None:
     kernel_config._space = with_keys  # type: ignore[assignment]
 
 
-def model_check(times_path: str, profile_path: str) -> None:
-    """Offline, no GPU: the model's sweep-best / deep-best time ratio beside the measured one, per shape of a
-    ``--all`` run, with WINNERS added to the config space (no compiler facts for them: legality's estimates)."""
+def model_check(
+    times_path: str, profile_path: str, candidates: tuple[str, ...] | None = None, label: str = "deep"
+) -> None:
+    """Offline, no GPU: the model's sweep-best / candidates'-best time ratio beside the measured one, per shape of a
+    run, with ``candidates`` (WINNERS by default) added to the config space (no compiler facts for them: legality's
+    estimates)."""
     import collections
     import json
     import math
 
     from theodolite.kernels.config import Problem
 
-    add_to_space(WINNERS)
+    candidates = WINNERS if candidates is None else candidates
+    add_to_space(candidates)
     from theodolite.model.predict import evaluate, table_for
 
     from theodolite.profile.hdf5 import load_profile
@@ -112,14 +116,14 @@ def model_check(times_path: str, profile_path: str) -> None:
     for (m, n, k), times in sorted(measured.items()):
         predicted, _ = evaluate(table, Problem(m, n, k))
         keys = [c for c in times if c in table.index and math.isfinite(predicted[table.index[c]])]
-        sweep, deep = [c for c in keys if c not in WINNERS], [c for c in keys if c in WINNERS]
+        sweep, deep = [c for c in keys if c not in candidates], [c for c in keys if c in candidates]
         if not sweep or not deep:
             continue
         gain = min(times[c] for c in sweep) / min(times[c] for c in deep)
         model = min(predicted[table.index[c]] for c in sweep) / min(predicted[table.index[c]] for c in deep)
         total += 1
         agree += (gain > 1) == (model > 1)
-        print(f"{m}x{n}x{k}: sweep best / deep best measured {gain:.3f}, model {model:.3f}")
+        print(f"{m}x{n}x{k}: sweep best / {label} best measured {gain:.3f}, model {model:.3f}")
     print(f"the model calls the faster of the two right on {agree} of {total} shapes")
 
 

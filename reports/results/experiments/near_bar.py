@@ -45,44 +45,13 @@ def candidates(shape: Any) -> list[str]:
     return list(CANDIDATES)
 
 
-def model_check(times_path: str, profile_path: str) -> None:
-    """Offline: per shape of a run, the sweep's best over SPACE's best, measured and modelled (SPACE added to the
-    config space without compiler facts: legality's estimates)."""
-    import collections
-    import json
-    import math
-
-    from deep_stages import add_to_space
-    from theodolite.kernels.config import Problem
-
-    add_to_space(SPACE)
-    from theodolite.model.predict import evaluate, table_for
-    from theodolite.profile.hdf5 import load_profile
-
-    table = table_for(load_profile(profile_path), "bf16")
-    measured: dict[tuple[int, int, int], dict[str, float]] = collections.defaultdict(dict)
-    for row in json.load(open(times_path))["rows"]:
-        measured[(row["M"], row["N"], row["K"])][row["config"]] = row["us"]
-    agree = total = 0
-    for (m, n, k), times in sorted(measured.items()):
-        predicted, _ = evaluate(table, Problem(m, n, k))
-        keys = [c for c in times if c in table.index and math.isfinite(predicted[table.index[c]])]
-        sweep, new = [c for c in keys if c not in SPACE], [c for c in keys if c in SPACE]
-        if not sweep or not new:
-            continue
-        gain = min(times[c] for c in sweep) / min(times[c] for c in new)
-        model = min(predicted[table.index[c]] for c in sweep) / min(predicted[table.index[c]] for c in new)
-        total += 1
-        agree += (gain > 1) == (model > 1)
-        print(f"{m}x{n}x{k}: sweep best / SPACE best measured {gain:.3f}, model {model:.3f}")
-    print(f"the model calls the faster of the two right on {agree} of {total} shapes")
-
-
 def main() -> None:
     import sys
 
-    if sys.argv[1:2] == ["--model"]:
-        model_check(sys.argv[2], sys.argv[3])
+    if sys.argv[1:2] == ["--model"]:  # SPACE added to the space without compiler facts
+        from deep_stages import model_check
+
+        model_check(sys.argv[2], sys.argv[3], SPACE, "SPACE")
         return
     from harness import gpu_name, sweep_shapes, time_candidates
 
