@@ -8,9 +8,12 @@ torch.matmul's calls and a reference, checked launches, side-by-side timing (as 
 results file, and merging an experiment's times into a committed results file."""
 
 import contextlib
+import functools
 import json
+import math
 import multiprocessing
 import os
+import sys
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -284,10 +287,6 @@ def time_candidates(
     """Compile, then time each shape's candidate configs beside its sweep's fastest and torch.matmul (as ``validate``
     times a shape), printing a line per shape (``label``: the candidates' name there); ``$OUT/<file_name>.json``.
     ``todo``: (suite:name, M, N, K, the sweep's fastest configs, the candidates) per shape; its path is returned."""
-    import math
-
-    from theodolite.kernels.benchmark import Timer
-
     # compiled on the shape itself (its load class)
     tasks = sorted({(m, n, k, key, False) for _, m, n, k, best, extra in todo for key in best + extra})
     print("warmed", sum(in_workers(warm, tasks)), "of", len(tasks), "shapes", len(todo), flush=True)
@@ -315,12 +314,6 @@ def time_switch(
     """Time each shape's configs with the ``kernels.epilogue`` switch ``switch`` off and on (named ``ways``), side by
     side beside torch.matmul as ``validate`` times a shape; print each way's best per shape and the geomean of best off
     over best on; ``$OUT/<file_name>.json`` (its path).  ``todo``: (name, M, N, K, load class, configs) per shape."""
-    import functools
-    import math
-    import sys
-
-    from theodolite.kernels.benchmark import Timer
-
     plans_for = functools.partial(switched_plans, switch=switch)
     tasks = sorted({(m, n, k, key, on) for _, m, n, k, _, keys in todo for key in keys for on in (False, True)})
     print("warmed", sum(in_workers(functools.partial(warm_plans, plans_for=plans_for), tasks)), "shapes", len(todo),
