@@ -70,7 +70,7 @@ def gpu_name() -> str:
     return "h200" if "H200" in torch.cuda.get_device_name() else "h100"
 
 
-def in_workers(work: Callable[[list[T]], R], tasks: Sequence[T], workers: int = 14) -> list[R]:
+def in_workers(work: Callable[[list[T]], R], tasks: Sequence[T], workers: int = 8) -> list[R]:
     """``work`` on ``workers`` interleaved shares of ``tasks``, each in its own spawned process (compiling there
     fills the Triton cache this process then reads)."""
     shares = [list(tasks[i::workers]) for i in range(workers)]
@@ -95,6 +95,8 @@ def warm(tasks: list[tuple[int, int, int, str, bool]]) -> int:
             done += 1
         except ConfigError:
             pass
+        del a, b
+        torch.cuda.empty_cache()  # the workers share the GPU's memory (the llm suite's operands are up to 2 GB)
     torch.cuda.synchronize()
     return done
 
