@@ -317,10 +317,15 @@ _STREAMK = (
 # 16x64x128 k32 and k64: a handful of output tiles over a long K, read element-wise (one latency per K-step), runs
 # faster the more slices share its K-steps (H100 dev039 19x127x14455: k16 26.4 us, k32 16.5, k64 15.3, torch.matmul
 # 14.8; split-K tiles 128 rows tall never won: reports/results/experiments, "Deep split-K")
+# Splits that are not powers of two, and 64x64x64 at 8 stages: the off-space candidates that beat the sweep's best on
+# the H100 shapes nearest under issue 4's bar (reports/results/experiments, "Split-K slices that are not powers of
+# two": dev044 128x1280x2944 64x64x64 s8 k3 0.83x -> 0.85x of torch.matmul in the final round, dev091 344x54x2858
+# 0.84x -> 0.88x, dev161 656x45x8053 64x64x128 k12 0.87x -> 1.0x); each slice takes ceil(K-steps / split) of them.
 _SPLITK = (
-    tuple((16, 64, 128, 4, 4, split) for split in (2, 4, 8, 16, 32, 64))
+    tuple((16, 64, 128, 4, 4, split) for split in (2, 4, 6, 8, 16, 32, 64))
     + tuple((32, 128, 64, 4, 4, split) for split in (2, 4, 8, 16))
-    + tuple((64, 64, 128, 4, 4, split) for split in (2, 4, 8))
+    + tuple((64, 64, 128, 4, 4, split) for split in (2, 3, 4, 5, 8, 12))
+    + tuple((64, 64, 64, 4, 8, split) for split in (2, 3))
     + tuple((64, 128, 64, 4, 4, split) for split in (2, 16))
     + ((128, 128, 64, 8, 3, 2),)
 )

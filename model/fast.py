@@ -319,20 +319,22 @@ class AlignmentClass:
         return legal  # type: ignore[no-any-return]
 
     def _split_neighbours(self, kept: np.ndarray) -> np.ndarray:
-        """Each kept split-K config's siblings at half and twice its split (same tile, warps, stages): a split's
-        live slices, ceil(K-steps / ceil(K-steps / split)), step with K between the sample points, so the better
-        of two neighbouring depths can change inside a cell (796x1x1099: k8 best, k4 kept)."""
+        """Each kept split-K config's siblings (same tile, warps, stages) at half and twice its split and at the next
+        split below and above it in the space (3 and 5 beside 4): a split's live slices, ceil(K-steps /
+        ceil(K-steps / split)), step with K between the sample points, so the better of two neighbouring depths can
+        change inside a cell (796x1x1099: k8 best, k4 kept; 3235x1x11398: k5 best, k4 kept)."""
         table = self.table
-        index = {
-            (c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages, c.split_k): i
-            for i, c in enumerate(table.configs) if c.variant == "splitk"
-        }  # fmt: skip
+        groups: dict[tuple[int, ...], dict[int, int]] = {}
+        for i, c in enumerate(table.configs):
+            if c.variant == "splitk":
+                groups.setdefault((c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages), {})[c.split_k] = i
         out = np.zeros(kept.shape, dtype=bool)
-        for (bm, bn, bk, warps, stages, split), i in index.items():
-            for other in (split // 2, split * 2):
-                j = index.get((bm, bn, bk, warps, stages, other))
-                if j is not None:
-                    out[..., j] |= kept[..., i]
+        for splits in groups.values():
+            ordered = sorted(splits)
+            for rank, split in enumerate(ordered):
+                near = {split // 2, split * 2, *ordered[max(rank - 1, 0) : rank + 2]} - {split}
+                for other in near & splits.keys():
+                    out[..., splits[other]] |= kept[..., splits[split]]
         return out
 
     def _times(self, points: np.ndarray) -> np.ndarray:

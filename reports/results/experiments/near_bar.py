@@ -11,9 +11,10 @@ shape.  Run on a GPU from the repository root (writes ``$OUT/near-bar-<gpu>.json
 
     PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/near_bar.py
 
-``--space SUITE`` times SPACE (the candidates that won a shape) on every shape of a suite the same way (for
-``harness.merge_times`` once they join the kernels' space); ``--model FILE PROFILE`` (no GPU) prints, per shape of a
-run, the sweep's best over SPACE's best measured beside the model's view with SPACE added to the space.
+``--space SUITE`` times SPACE (the candidates that won a shape, in the kernels' space since the twenty-fifth session) on
+every shape of a suite the same way; ``--merge TIMES RESULTS`` (no GPU) adds those times to a committed results file
+(``harness.merge_times``); ``--model FILE PROFILE`` (no GPU) prints, per shape of a run, the sweep's best over SPACE's
+best measured beside the model's view with SPACE added to the space.
 """
 
 from typing import Any
@@ -48,6 +49,12 @@ def candidates(shape: Any) -> list[str]:
 def main() -> None:
     import sys
 
+    if sys.argv[1:2] == ["--merge"]:
+        from harness import merge_times
+
+        added, closest = merge_times(sys.argv[2], sys.argv[3], SPACE, "near_bar.py")
+        print(f"{sys.argv[3]}: {added} config times added (closest to a sweep best: {closest:.3f})")
+        return
     if sys.argv[1:2] == ["--model"]:  # SPACE added to the space without compiler facts
         from deep_stages import model_check
 
