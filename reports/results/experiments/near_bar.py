@@ -30,7 +30,8 @@ CANDIDATES = (
     + ["persistent/64x64x64/g8/w4/s6/k1", "persistent/64x128x64/g8/w4/s6/k1", "persistent/128x64x64/g8/w4/s6/k1"]
 )
 BAR = 0.9
-# the candidates that beat a shape's sweep best in the first run (near-bar-h100.json), for the space
+# the candidates that beat a shape's sweep best in the first run (near-bar-h100.json); in kernels.config's space since the
+# twenty-fifth session
 SPACE = (
     "splitk/64x64x64/g8/w4/s8/k2", "splitk/64x64x64/g8/w4/s8/k3", "splitk/64x64x128/g8/w4/s4/k3",
     "splitk/64x64x128/g8/w4/s4/k5", "splitk/64x64x128/g8/w4/s4/k12", "splitk/16x64x128/g8/w4/s4/k6",
