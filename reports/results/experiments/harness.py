@@ -104,14 +104,22 @@ def warm(tasks: list[tuple[int, int, int, str, bool]]) -> int:
 
 def warm_plans(tasks: list[tuple[int, int, int, str, Any]], plans_for: Callable[..., list[Any]]) -> int:
     """Compile (run once) each (M, N, K, config, extra) through ``plans_for(sets, config, extra)`` in this process: the
-    experiments that swap kernels into a plan (``in_workers(functools.partial(warm_plans, plans_for=...), tasks)``)."""
+    experiments that swap kernels into a plan (``in_workers(functools.partial(warm_plans, plans_for=...), tasks)``).
+    Candidates whose plan raises ConfigError or ValueError are skipped (and printed); the count compiled is returned."""
     device = torch.device("cuda")
+    done = 0
     for m, n, k, key, extra in tasks:
         a, b = make_inputs(m, n, k, "bf16", "nn", device)
         out = torch.empty((m, n), device=device, dtype=torch.bfloat16)
-        plans_for([(a, b, out)], key, extra)[0].run()
-    torch.cuda.synchronize()
-    return len(tasks)
+        try:
+            plans_for([(a, b, out)], key, extra)[0].run()
+            done += 1
+        except (ConfigError, ValueError) as error:  # a candidate that cannot run the problem: said, not fatal
+            print(m, n, k, key, "skipped:", type(error).__name__, str(error)[:160], flush=True)
+        torch.cuda.synchronize()
+        del a, b, out
+        torch.cuda.empty_cache()  # the workers share the GPU's memory
+    return done
 
 
 def first_right(plans: list[Any], out: torch.Tensor, ref: torch.Tensor, *label: object, poison: bool = True) -> bool:

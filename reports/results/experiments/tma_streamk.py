@@ -137,26 +137,6 @@ def plans_for(sets: list[tuple[Any, Any, Any]], key: str, _extra: Any = None) ->
     return out
 
 
-def warm_all(tasks: list[tuple[int, int, int, str]]) -> int:
-    """Compile (run once) each (M, N, K, tmask key) in this process; those that cannot run are skipped."""
-    import torch
-    from theodolite.kernels.benchmark import make_inputs
-
-    done = 0
-    for m, n, k, key in tasks:
-        a, b = make_inputs(m, n, k, "bf16", "nn", torch.device("cuda"))
-        out = torch.empty((m, n), device=a.device, dtype=torch.bfloat16)
-        try:
-            plans_for([(a, b, out)], key)[0].run()
-            done += 1
-        except Exception as error:  # noqa: BLE001 - a candidate that cannot run is reported, not fatal
-            print(m, n, k, key, "skipped:", type(error).__name__, str(error)[:160], flush=True)
-        torch.cuda.synchronize()
-        del a, b, out
-        torch.cuda.empty_cache()  # the workers share the GPU's memory
-    return done
-
-
 def candidates(s: Any, every: bool, programs: Any) -> list[str]:
     """The TMA tiles of the space (unflattened, as ``tmask/``) whose last partial wave the policy splits on this shape;
     none for batched or misaligned shapes, or (without ``every``) where the final round reads at or over BAR of torch.matmul."""
@@ -179,8 +159,9 @@ def candidates(s: Any, every: bool, programs: Any) -> list[str]:
 def main() -> None:
     import torch
     from harness import add_runs, fastest, first_right, gpu_name, in_workers, time_as_validate, validate_inputs
-    from harness import write_rows
+    from harness import warm_plans, write_rows
     from theodolite.kernels.benchmark import Timer
+    from theodolite.kernels.config import ConfigError
     from theodolite.results import load_results
 
     every = "--all" in sys.argv
@@ -191,8 +172,8 @@ def main() -> None:
             extra = candidates(s, every, resident)
             if extra:
                 todo.append((f"{suite}:{s.name}", s.M, s.N, s.K, fastest(s.configs, 3), extra))
-    tasks = sorted({(m, n, k, key) for _, m, n, k, _, extra in todo for key in extra})
-    warmed = sum(in_workers(warm_all, tasks, workers=8))
+    tasks = sorted({(m, n, k, key, None) for _, m, n, k, _, extra in todo for key in extra})
+    warmed = sum(in_workers(functools.partial(warm_plans, plans_for=plans_for), tasks))
     print("warmed", warmed, "of", len(tasks), "shapes", len(todo), flush=True)
     timer = Timer()
     rows = []
@@ -203,7 +184,7 @@ def main() -> None:
         for key in extra:
             try:
                 plans = plans_for(sets, key)
-            except Exception as error:  # noqa: BLE001 - as in warm_all
+            except (ConfigError, ValueError) as error:  # as in harness.warm_plans
                 print(name, key, "failed:", type(error).__name__, str(error)[:160], flush=True)
                 continue
             if first_right(plans, sets[0][2], ref, name, key):
