@@ -292,27 +292,61 @@ def write_rows(name: str, command: str, rows: list[dict[str, Any]]) -> str:
     return path
 
 
+def add_swapped_runs(
+    calls: dict[str, Any],
+    sets: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    keys: Sequence[str],
+    ref: torch.Tensor,
+    plans_for: Callable[..., list[Any]],
+    name: str,
+) -> None:
+    """``calls[key]``: each set's run of ``plans_for(sets, key)`` for every key whose plans can be made (ConfigError or
+    ValueError: printed, skipped, as in ``warm_plans``) and give the right result."""
+    for key in keys:
+        try:
+            plans = plans_for(sets, key)
+        except (ConfigError, ValueError) as error:
+            print(name, key, "failed:", type(error).__name__, str(error)[:160], flush=True)
+            continue
+        if first_right(plans, sets[0][2], ref, name, key):
+            calls[key] = [p.run for p in plans]
+
+
 def time_candidates(
-    todo: Sequence[tuple[str, int, int, int, list[str], list[str]]], label: str, file_name: str, script: str
+    todo: Sequence[tuple[str, int, int, int, list[str], list[str]]],
+    label: str,
+    file_name: str,
+    script: str,
+    plans_for: Callable[..., list[Any]] | None = None,
 ) -> str:
     """Compile, then time each shape's candidate configs beside its sweep's fastest and torch.matmul (as ``validate``
     times a shape), printing a line per shape (``label``: the candidates' name there); ``$OUT/<file_name>.json``.
-    ``todo``: (suite:name, M, N, K, the sweep's fastest configs, the candidates) per shape; its path is returned."""
+    ``todo``: (suite:name, M, N, K, the sweep's fastest configs, the candidates) per shape; its path is returned.
+    ``plans_for(sets, key)``: the candidates' plans, where an experiment swaps its kernel into them (else
+    ``plan_gemm``'s); one that raises ConfigError or ValueError is skipped, one with a wrong result left out."""
     # compiled on the shape itself (its load class)
-    tasks = sorted({(m, n, k, key, False) for _, m, n, k, best, extra in todo for key in best + extra})
+    own = plans_for is None
+    tasks = sorted({(m, n, k, key, False) for _, m, n, k, best, extra in todo for key in best + extra * own})
     print("warmed", sum(in_workers(warm, tasks)), "of", len(tasks), "shapes", len(todo), flush=True)
+    if plans_for is not None:
+        swapped = sorted({(m, n, k, key, None) for _, m, n, k, _, extra in todo for key in extra})
+        warmed = sum(in_workers(functools.partial(warm_plans, plans_for=plans_for), swapped))
+        print("warmed", warmed, "of", len(swapped), "candidates", flush=True)
     timer = Timer()
     rows = []
     for name, m, n, k, best, extra in todo:
         inputs, sets, calls = validate_inputs(m, n, k, timer)
-        add_runs(calls, sets, best + extra, inputs.ref.float())
+        ref = inputs.ref.float()
+        add_runs(calls, sets, best + extra * own, ref)
+        if plans_for is not None:
+            add_swapped_runs(calls, sets, extra, ref, plans_for, name)
         times = time_as_validate(timer, inputs, calls)
         for c, t in times.items():
             rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
         old = min(times[c] for c in best if c in times)
         new, top = min(((times[c], c) for c in extra if c in times), default=(math.inf, "-"))
         print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, sweep best {old * 1e3:.2f} "
-              f"(x{times['torch'] / old:.2f}), {label} best {new * 1e3:.2f} (x{times['torch'] / new:.2f}) {top}",
+              f"(x{times['torch'] / old:.3f}), {label} best {new * 1e3:.2f} (x{times['torch'] / new:.3f}) {top}",
               flush=True)  # fmt: skip
     command = f"PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/{script}"
     return write_rows(file_name, command, rows)

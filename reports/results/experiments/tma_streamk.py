@@ -19,7 +19,6 @@ Without ``--all`` only the shapes whose committed final round reads under 1.0x o
 """
 
 import functools
-import math
 import sys
 from typing import Any
 
@@ -157,11 +156,7 @@ def candidates(s: Any, every: bool, programs: Any) -> list[str]:
 
 
 def main() -> None:
-    import torch
-    from harness import add_runs, fastest, first_right, gpu_name, in_workers, time_as_validate, validate_inputs
-    from harness import warm_plans, write_rows
-    from theodolite.kernels.benchmark import Timer
-    from theodolite.kernels.config import ConfigError
+    from harness import fastest, gpu_name, time_candidates
     from theodolite.results import load_results
 
     every = "--all" in sys.argv
@@ -172,34 +167,9 @@ def main() -> None:
             extra = candidates(s, every, resident)
             if extra:
                 todo.append((f"{suite}:{s.name}", s.M, s.N, s.K, fastest(s.configs, 3), extra))
-    tasks = sorted({(m, n, k, key, None) for _, m, n, k, _, extra in todo for key in extra})
-    warmed = sum(in_workers(functools.partial(warm_plans, plans_for=plans_for), tasks))
-    print("warmed", warmed, "of", len(tasks), "shapes", len(todo), flush=True)
-    timer = Timer()
-    rows = []
-    for name, m, n, k, best, extra in todo:
-        inputs, sets, calls = validate_inputs(m, n, k, timer)
-        ref = inputs.ref.float()
-        add_runs(calls, sets, best, ref)
-        for key in extra:
-            try:
-                plans = plans_for(sets, key)
-            except (ConfigError, ValueError) as error:  # as in harness.warm_plans
-                print(name, key, "failed:", type(error).__name__, str(error)[:160], flush=True)
-                continue
-            if first_right(plans, sets[0][2], ref, name, key):
-                calls[key] = [p.run for p in plans]
-        torch.cuda.synchronize()
-        times = time_as_validate(timer, inputs, calls)
-        for c, t in times.items():
-            rows.append({"shape": name, "M": m, "N": n, "K": k, "config": c, "us": t * 1e3, "sweep": c in best})
-        old = min(times[c] for c in best if c in times)
-        new, top = min(((times[c], c) for c in extra if c in times), default=(math.inf, "-"))
-        print(f"{name} {m}x{n}x{k}: torch {times['torch'] * 1e3:.2f} us, sweep best {old * 1e3:.2f} "
-              f"(x{times['torch'] / old:.3f}), tma split tail {new * 1e3:.2f} (x{times['torch'] / new:.3f}) {top}",
-              flush=True)  # fmt: skip
-    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/tma_streamk.py" + (" --all" * every)
-    print("wrote", write_rows(f"tma-streamk-{gpu}", command, rows), file=sys.stderr)
+    script = "tma_streamk.py" + " --all" * every
+    path = time_candidates(todo, "tma split tail", f"tma-streamk-{gpu}", script, plans_for)
+    print("wrote", path, file=sys.stderr)
 
 
 if __name__ == "__main__":
