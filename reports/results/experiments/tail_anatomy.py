@@ -38,6 +38,15 @@ DEFAULT_SHAPES = ("dev124", "llama3-70b.qkv", "llama3-8b.qkv", "dev132")
 
 
 @triton.jit
+def _store_partial(acc, ws_ptr, rel, j, split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Slice j's fp32 partial of tile rel to the workspace, as ``streamk._reduce_slices`` stores it; the tile's base."""
+    base = ws_ptr + rel.to(tl.int64) * split * (BLOCK_M * BLOCK_N)
+    r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    tl.store(base + j * (BLOCK_M * BLOCK_N) + r, acc)
+    return base
+
+
+@triton.jit
 def _store_only(
     acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
@@ -46,10 +55,7 @@ def _store_only(
     CHUNKS: tl.constexpr, SPIN: tl.constexpr,
 ):  # fmt: skip
     """The partial's store and nothing after it (``streamk._reduce_slices``'s first step)."""
-    tile_elems: tl.constexpr = BLOCK_M * BLOCK_N
-    base = ws_ptr + rel.to(tl.int64) * split * tile_elems
-    r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    tl.store(base + j * tile_elems + r, acc)
+    _store_partial(acc, ws_ptr, rel, j, split, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
@@ -62,9 +68,7 @@ def _reduce_no_wait(
 ):  # fmt: skip
     """``streamk._reduce_slices``'s spin path without its counter and wait: the store, then this slice's row chunks."""
     tile_elems: tl.constexpr = BLOCK_M * BLOCK_N
-    base = ws_ptr + rel.to(tl.int64) * split * tile_elems
-    r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    tl.store(base + j * tile_elems + r, acc)
+    base = _store_partial(acc, ws_ptr, rel, j, split, BLOCK_M, BLOCK_N)
     tl.debug_barrier()
     ROWS: tl.constexpr = BLOCK_M // CHUNKS
     rc = tl.arange(0, ROWS)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
@@ -90,9 +94,7 @@ def _reduce_unrolled(
     """``streamk._reduce_slices``'s spin path with the loop over slices unrolled to TAIL_MAX_SPLIT masked loads, so a
     chunk's partials are read in one round trip instead of ``split`` (the same slice order of the sum)."""
     tile_elems: tl.constexpr = BLOCK_M * BLOCK_N
-    base = ws_ptr + rel.to(tl.int64) * split * tile_elems
-    r = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    tl.store(base + j * tile_elems + r, acc)
+    base = _store_partial(acc, ws_ptr, rel, j, split, BLOCK_M, BLOCK_N)
     tl.debug_barrier()
     arrived = tl.atomic_add(lock_ptr + rel, 1, sem="acq_rel", scope="gpu")
     seen = arrived + 1

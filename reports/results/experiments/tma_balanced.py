@@ -23,7 +23,6 @@ and torch.matmul, timed as ``validate`` times a shape.  Run on a GPU from the re
 too: ``TRITON_INTERPRET=1``).
 """
 
-import functools
 import math
 import sys
 from typing import Any
@@ -169,21 +168,13 @@ def plan_split(m: int, n: int, k: int, key: str, mode: str) -> tuple[int, int, b
     return dp, steps, mode[0] == "r"
 
 
-_RESIDENT: dict[str, int] = {}
-
-
 def resident_count(key: str) -> int:
-    """Programs of config ``key`` resident at once (SMs x programs per SM); 132 in the interpreter."""
-    if key not in _RESIDENT:
-        import torch
-        from theodolite.kernels.config import GemmConfig, programs_per_sm
-        from theodolite.kernels.launch import device_limits, interpreting
+    """Programs of config ``key`` resident at once (``tma_streamk.resident``); four in the interpreter, so that
+    ``--check`` there has full waves to run data-parallel."""
+    from theodolite.kernels.launch import interpreting
+    from tma_streamk import resident
 
-        if interpreting():
-            return 4
-        limits = device_limits(torch.device("cuda"))
-        _RESIDENT[key] = limits.sm_count * programs_per_sm(GemmConfig.from_key(key), "bf16", limits)
-    return _RESIDENT[key]
+    return 4 if interpreting() else resident(key)
 
 
 def plans_for(sets: list[tuple[Any, Any, Any]], key: str, _extra: Any = None) -> list[Any]:
@@ -289,7 +280,7 @@ def main() -> None:
             if extra:
                 todo.append((f"{suite}:{s.name}", s.M, s.N, s.K, fastest(s.configs, 3), extra))
     script = "tma_balanced.py" + " --all" * every + (f" --only {','.join(only)}" if only else "")
-    path = time_candidates(todo, "balanced", f"tma-balanced-{gpu}", script, functools.partial(plans_for))
+    path = time_candidates(todo, "balanced", f"tma-balanced-{gpu}", script, plans_for)
     print("wrote", path, file=sys.stderr)
 
 
