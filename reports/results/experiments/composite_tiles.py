@@ -12,7 +12,16 @@ fills its last wave to at least 75%, at a shallow and a deep pipeline, plus the 
 the kernel itself as fast as ours?), beside the sweep's three fastest configs and torch.matmul, as ``validate`` times a
 shape.  Run on a GPU from the repository root (writes ``$OUT/composite-tiles-<gpu>.json``)::
 
-    PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/composite_tiles.py
+    PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/composite_tiles.py [--host] [--only NAME,...]
+        [--stages S,...]
+
+``--host``: descriptors made on the host (as ``kernels/tma.py`` ships them; ``-host`` added to the file's name);
+``--only``: those shapes of ``SHAPES`` (names or MxNxK); ``--stages``: those pipeline depths where they fit.
+
+Since the twenty-seventh session the TMA kernel runs composite tiles itself (``GemmConfig.block_n1``): ``--space SUITE``
+times the space's composite configs (``SPACE``) on every shape of a suite beside the sweep's three fastest and
+torch.matmul (``$OUT/composite-space-<suite>-<gpu>.json``); ``--merge TIMES RESULTS`` (no GPU) adds those times to a
+committed results file (``harness.merge_times``).
 """
 
 import math
@@ -22,6 +31,7 @@ from typing import Any
 
 import triton
 import triton.language as tl
+from harness import gpu_name
 from theodolite.kernels.epilogue import tile_coords
 
 SMS = 132  # both our GPUs; the script reads the device's count and stops if it differs
@@ -36,6 +46,7 @@ COMPOSITE = ((128, 128, 32, 8), (128, 128, 64, 8), (128, 256, 64, 8), (64, 64, 3
              (64, 128, 64, 4), (128, 64, 16, 8), (64, 128, 32, 4), (64, 64, 16, 4))  # fmt: skip
 CONTROL = ((128, 256, 0, 8), (128, 128, 0, 8), (64, 128, 0, 4))
 BK = 64
+GROUP_M = 8
 SMEM_BUDGET = 200 * 1024  # bytes of pipeline stages a config may take (the H100's 227 KB less the epilogue's scratch)
 MIN_FILL = 0.75
 MIN_USED = 0.85
@@ -58,16 +69,17 @@ def _store(acc, c_ptr, off_m, off_n, M, N, ldc, BM: tl.constexpr, BN: tl.constex
 
 @triton.jit(do_not_specialize=["M", "N", "K", "stride_a", "stride_b", "ldc", "num_tiles"])
 def composite_kernel(
-    a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, ldc, num_tiles,
+    a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, ldc, num_tiles, b1_ptr,
     BM: tl.constexpr, BN0: tl.constexpr, BN1: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
     A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, TRANS_OUT: tl.constexpr, HOST_DESC: tl.constexpr = False,
 ):  # fmt: skip
     """C[M, N] = A[M, K] B[K, N] in output tiles of BM x (BN0 + BN1), persistent, grouped order, TMA loads.
-    ``HOST_DESC`` (``host_desc.py``; power-of-two tiles, A and B row-major): ``a_ptr`` and ``b_ptr`` are descriptors
-    made on the host."""
+    ``HOST_DESC`` (``host_desc.py``; ``--host``): ``a_ptr``, ``b_ptr`` and ``b1_ptr`` are descriptors made on the host
+    (``b1_ptr``: the BN1-wide part's; unused without HOST_DESC)."""
     if HOST_DESC:
         a_desc = a_ptr
         b0_desc = b_ptr
+        b1_desc = b1_ptr
     elif A_KMAJOR:  # A stored [M, K]
         a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_a, 1], [BM, BK])
     else:  # A stored [K, M]
@@ -136,10 +148,15 @@ def fill(m: int, n: int, bm: int, bn: int) -> float:
     return tiles / (math.ceil(tiles / SMS) * SMS)
 
 
+STAGES: tuple[int, ...] = ()  # --stages: these depths (where they fit) instead of depths()'s two
+
+
 def depths(bm: int, bn: int) -> list[int]:
-    """A shallow and a deep pipeline that fit the shared-memory budget."""
+    """A shallow and a deep pipeline that fit the shared-memory budget (or ``STAGES``)."""
     stage = (bm + bn) * BK * 2
     deep = min(8, SMEM_BUDGET // stage)
+    if STAGES:
+        return [s for s in STAGES if s <= SMEM_BUDGET // stage]
     return sorted({min(4, deep), deep}) if deep >= 2 else []
 
 
@@ -158,9 +175,11 @@ def candidates(m: int, n: int) -> list[str]:
     return out
 
 
-def launches(sets: list[Any], key: str) -> list[Any]:
-    """Each (A, B, out) set's direct launch of candidate ``key`` (row-major A, B and out)."""
+def launches(sets: list[Any], key: str, host: bool = False) -> list[Any]:
+    """Each (A, B, out) set's direct launch of candidate ``key`` (row-major A, B and out); ``host``: descriptors made
+    on the host (``HOST_DESC``)."""
     from theodolite.kernels.launch import _ensure_allocator, _Launch
+    from triton.tools.tensor_descriptor import TensorDescriptor
 
     _ensure_allocator()
     bm, bn0, bn1, warps, stages, transposed = parse(key)
@@ -177,23 +196,33 @@ def launches(sets: list[Any], key: str) -> list[Any]:
             args = (a, b, out, m, n, k, a.stride(0), b.stride(0), out.stride(0))
             mm, nn, flags = m, n, {"A_KMAJOR": True, "B_KMAJOR": False, "TRANS_OUT": False}
         tiles = -(-mm // bm) * -(-nn // (bn0 + bn1))
-        kwargs = {"BM": bm, "BN0": bn0, "BN1": bn1, "BK": BK, "GROUP_M": 8, "num_warps": warps, "num_stages": stages}
-        launch = _Launch(composite_kernel, (min(tiles, SMS),), (*args, tiles), {**kwargs, **flags})
+        kwargs = {"BM": bm, "BN0": bn0, "BN1": bn1, "BK": BK, "GROUP_M": GROUP_M, "num_warps": warps,
+                  "num_stages": stages}  # fmt: skip
+        b1: Any = args[1]
+        if host:  # the boxes the kernel would make: A' [BM, BK] (or [BK, BM]), B' parts [BK, BN] (or [BN, BK])
+            a_, b_ = args[0], args[1]
+            a_box = [bm, BK] if flags["A_KMAJOR"] else [BK, bm]
+            b_boxes = [[bn, BK] if flags["B_KMAJOR"] else [BK, bn] for bn in (bn0, bn1 or bn0)]
+            b1 = TensorDescriptor.from_tensor(b_, b_boxes[1])
+            args = (TensorDescriptor.from_tensor(a_, a_box), TensorDescriptor.from_tensor(b_, b_boxes[0]), *args[2:])
+            kwargs["HOST_DESC"] = True
+        launch = _Launch(composite_kernel, (min(tiles, SMS),), (*args, tiles, b1), {**kwargs, **flags})
         runs.append(launch)
     return runs
 
 
-def warm(tasks: list[tuple[int, int, int, str]]) -> int:
-    """Compile and run each (M, N, K, key) once in this process (the Triton cache then holds it); spills reported."""
+def warm(tasks: list[tuple[int, int, int, str, bool]]) -> int:
+    """Compile and run each (M, N, K, key, host descriptors) once in this process (the Triton cache then holds it);
+    spills reported."""
     import torch
     from theodolite.kernels.benchmark import make_inputs
 
     done = 0
-    for m, n, k, key in tasks:
+    for m, n, k, key, host in tasks:
         a, b = make_inputs(m, n, k, "bf16", "nn", torch.device("cuda"))
         out = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
         try:
-            launch = launches([(a, b, out)], key)[0]
+            launch = launches([(a, b, out)], key, host)[0]
             compiled = launch.kernel[launch.grid](*launch.args, **launch.kwargs)
             print(key, "registers", compiled.n_regs, "spills", compiled.n_spills, flush=True)
             done += 1
@@ -203,23 +232,49 @@ def warm(tasks: list[tuple[int, int, int, str]]) -> int:
     return done
 
 
+def space_keys() -> list[str]:
+    """The composite configs of the kernels' bf16 space."""
+    from theodolite.kernels.config import config_space
+
+    return [c.key for c in config_space("bf16", ("tma",)) if c.block_n1]
+
+
 def main() -> None:
     import torch
-    from harness import add_runs, fastest, first_right, gpu_name, in_workers, time_as_validate, validate_inputs
-    from harness import write_rows
+    from harness import merge_times, sweep_shapes, time_candidates
+
+    if sys.argv[1:2] == ["--merge"]:
+        added, closest = merge_times(sys.argv[2], sys.argv[3], space_keys(), "composite_tiles.py")
+        print(f"{sys.argv[3]}: {added} config times added (closest to a sweep best: {closest:.3f})")
+        return
+    if sys.argv[1:2] == ["--space"]:
+        suite = sys.argv[2]
+        todo = sweep_shapes(gpu_name(), (suite,), lambda s: space_keys())
+        name, script = f"composite-space-{suite}-{gpu_name()}", f"composite_tiles.py --space {suite}"
+        path = time_candidates(todo, "composite", name, script)
+        print("wrote", path, file=sys.stderr)
+        return
+    from harness import add_runs, fastest, first_right, in_workers, time_as_validate, validate_inputs, write_rows
     from theodolite.kernels.benchmark import Timer
     from theodolite.results import load_results
 
+    global STAGES
     if torch.cuda.get_device_properties(0).multi_processor_count != SMS:
         sys.exit(f"this script's candidates assume {SMS} SMs")
+    args = sys.argv[1:]
+    host = "--host" in args
+    only = args[args.index("--only") + 1].split(",") if "--only" in args else None
+    if "--stages" in args:
+        STAGES = tuple(int(x) for x in args[args.index("--stages") + 1].split(","))
     gpu = gpu_name()
     todo = []
-    for suite, wanted in SHAPES.items():
+    for suite, listed in SHAPES.items():
+        wanted = [w for w in listed if only is None or w in only]
         for s in load_results(f"reports/results/validate-{suite}-{gpu}.json").shapes:
             label = f"{s.M}x{s.N}x{s.K}"
             if (s.name in wanted or label in wanted) and s.batch == 1:
                 todo.append((f"{suite}:{s.name}", s.M, s.N, s.K, fastest(s.configs, 3), candidates(s.M, s.N)))
-    tasks = sorted({(m, n, k, key) for _, m, n, k, _, extra in todo for key in extra})
+    tasks = sorted({(m, n, k, key, host) for _, m, n, k, _, extra in todo for key in extra})
     print("warmed", sum(in_workers(warm, tasks, workers=12)), "of", len(tasks), "shapes", len(todo), flush=True)
     timer = Timer()
     rows = []
@@ -229,7 +284,7 @@ def main() -> None:
         add_runs(calls, sets, best, ref)
         for key in extra:
             try:
-                runs = launches(sets, key)
+                runs = launches(sets, key, host)
                 if first_right([SimpleNamespace(run=runs[0])], sets[0][2], ref, name, key):
                     calls[key] = runs
             except Exception as error:  # noqa: BLE001 - as in warm
@@ -247,8 +302,9 @@ def main() -> None:
         print(f"{name} {m}x{n}x{k}: torch {torch_us:.1f} us | sweep best {old:.1f} x{torch_us / old:.3f} | "
               f"composite {new:.1f} x{torch_us / new:.3f} {top} | pow2 same kernel {cbest:.1f} {ctop}",
               flush=True)  # fmt: skip
-    command = "PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/composite_tiles.py"
-    print("wrote", write_rows(f"composite-tiles-{gpu}", command, rows), file=sys.stderr)
+    command = " ".join(["PYTHONPATH=$PWD OUT=$OUT python3 reports/results/experiments/composite_tiles.py", *args])
+    name = f"composite-tiles-{gpu}" + ("-host" if host else "")
+    print("wrote", write_rows(name, command, rows), file=sys.stderr)
 
 
 if __name__ == "__main__":

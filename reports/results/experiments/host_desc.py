@@ -49,7 +49,7 @@ def launches(sets: list[Any], key: str) -> list[Any]:
         host = where == "host"
         a_arg = TensorDescriptor.from_tensor(a, [bm, BK]) if host else a
         b_arg = TensorDescriptor.from_tensor(b, [BK, bn]) if host else b
-        args: tuple[Any, ...] = (a_arg, b_arg, out, m, n, k, a.stride(0), b.stride(0), out.stride(0), tiles)
+        args: tuple[Any, ...] = (a_arg, b_arg, out, m, n, k, a.stride(0), b.stride(0), out.stride(0), tiles, b_arg)
         kwargs = {"BM": bm, "BN0": bn, "BN1": 0, "BK": BK, "GROUP_M": 8, "A_KMAJOR": True, "B_KMAJOR": False,
                   "TRANS_OUT": False, "HOST_DESC": host, **meta}  # fmt: skip
         runs.append(_Launch(composite_kernel, grid, args, kwargs))
