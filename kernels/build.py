@@ -87,7 +87,7 @@ def _source(
         from theodolite.kernels.launch import host_descriptors_enabled
 
         # the shipped binary: operand descriptors encoded on the host (typed parameters) unless switched off
-        constexprs.update(BATCHED=False, HOST_DESC=host_descriptors_enabled())
+        constexprs.update(BATCHED=False, HOST_DESC=host_descriptors_enabled(), BLOCK_N1=config.block_n1)
     if config.variant == "splitk":
         # the cooperative reduction's binary where the config can reduce cooperatively (config.cooperative_reduction:
         # the shapes it serves are one wave of programs, where that is the binary that runs)
@@ -110,7 +110,9 @@ def _source(
             signature[name] = "constexpr"
         elif name in ("a_ptr", "b_ptr") and constexprs.get("HOST_DESC"):
             signature[name] = _descriptor_type(config, dtype, layout, name == "a_ptr")
-        elif name in ("a_ptr", "b_ptr"):
+        elif name == "b1_ptr" and constexprs.get("HOST_DESC") and config.block_n1:
+            signature[name] = _descriptor_type(config, dtype, layout, False, config.block_n1)
+        elif name in ("a_ptr", "b_ptr", "b1_ptr"):
             signature[name] = _TRITON_TYPES[dtype]
         elif name in ("out_ptr", "c_ptr", "bias_ptr"):
             signature[name] = _OUT_TYPES[dtype]
@@ -127,11 +129,12 @@ def _source(
     return kernel, ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
 
 
-def _descriptor_type(config: GemmConfig, dtype: str, layout: str, is_a: bool) -> str:
+def _descriptor_type(config: GemmConfig, dtype: str, layout: str, is_a: bool, rows_b: int = 0) -> str:
     """The signature type of a host-made operand descriptor: its element type and box (``launch._Descriptor``:
-    [rows, K] boxes for K-major operands, [K, rows] otherwise)."""
+    [rows, K] boxes for K-major operands, [K, rows] otherwise); ``rows_b``: a B box other than block_n rows (a
+    composite tile's second part)."""
     element = _TRITON_TYPES[dtype].lstrip("*")
-    rows, k_major = (config.block_m, layout[0] == "n") if is_a else (config.block_n, layout[1] == "t")
+    rows, k_major = (config.block_m, layout[0] == "n") if is_a else (rows_b or config.block_n, layout[1] == "t")
     box = (rows, config.block_k) if k_major else (config.block_k, rows)
     return f"tensordesc<{element}[{box[0]}, {box[1]}]>"
 

@@ -78,6 +78,9 @@ class GemmConfig:
     num_stages: int = 3
     split_k: int = 1  # splitk: K slices; other variants: 1
     flatten: bool = False  # persistent/tma: tile and K loops fused, so the next tile's loads overlap this epilogue
+    # tma: a second B part this wide beside block_n (0: none), so the output tile is block_m x (block_n + block_n1)
+    # with powers of two on either side (a composite tile: one A tile feeds two dots; see _TMA_COMPOSITE)
+    block_n1: int = 0
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -96,13 +99,29 @@ class GemmConfig:
             raise ConfigError(f"config field flatten must be a bool, got {self.flatten!r}")
         if self.flatten and self.variant not in FLATTENABLE:
             raise ConfigError(f"flatten needs variant persistent or tma, not {self.variant!r}")
+        if not isinstance(self.block_n1, int) or isinstance(self.block_n1, bool) or self.block_n1 < 0:
+            raise ConfigError(f"config field block_n1 must be a non-negative int, got {self.block_n1!r}")
+        if self.block_n1:
+            if self.block_n1 & (self.block_n1 - 1) or self.block_n1 < 16 or self.block_n1 > self.block_n:
+                raise ConfigError(
+                    f"block_n1 must be a power of two from 16 to block_n={self.block_n}, got {self.block_n1}"
+                )
+            if self.variant != "tma" or self.flatten:
+                raise ConfigError(f"a composite tile (block_n1={self.block_n1}) needs variant 'tma', not flattened")
+
+    @property
+    def tile_n(self) -> int:
+        """Columns of the output tile: block_n, plus block_n1 for a composite tile."""
+        return self.block_n + self.block_n1
 
     @property
     def key(self) -> str:
         """Stable short name, e.g. ``persistent/128x256x64/g8/w8/s3/k1`` (used in profiles and results);
-        a flattened loop adds ``/f``."""
+        a flattened loop adds ``/f``; a composite tile writes its width as ``block_n+block_n1``
+        (``tma/128x128+32x64/g8/w8/s5/k1``)."""
+        width = f"{self.block_n}+{self.block_n1}" if self.block_n1 else f"{self.block_n}"
         return (
-            f"{self.variant}/{self.block_m}x{self.block_n}x{self.block_k}/g{self.group_m}"
+            f"{self.variant}/{self.block_m}x{width}x{self.block_k}/g{self.group_m}"
             f"/w{self.num_warps}/s{self.num_stages}/k{self.split_k}" + ("/f" if self.flatten else "")
         )
 
@@ -112,9 +131,10 @@ class GemmConfig:
             parts = key.split("/")
             flatten = len(parts) == 7 and parts[6] == "f"
             variant, tile, group, warps, stages, split = parts[:6] if flatten else parts
-            bm, bn, bk = (int(x) for x in tile.split("x"))
+            bm, width, bk = tile.split("x")
+            bn, _, bn1 = width.partition("+")
             fields = (int(group[1:]), int(warps[1:]), int(stages[1:]), int(split[1:]))
-            return cls(variant, bm, bn, bk, *fields, flatten=flatten)
+            return cls(variant, int(bm), int(bn), int(bk), *fields, flatten=flatten, block_n1=int(bn1) if bn1 else 0)
         except ConfigError:
             raise
         except Exception:
@@ -302,6 +322,22 @@ _TMA = (
     (64, 128, 64, 4, 8, False),
     (128, 128, 64, 8, 6, False),
 )
+# Composite tiles: cuBLAS wins aligned mid-size shapes with tiles such as 128x160, 128x192 and 320x128 that make the
+# output one full wave of the SMs, which Triton's power-of-two blocks cannot express; a TMA program with two
+# accumulators (block_m x block_n and block_m x block_n1, one A tile) can.  H100, host descriptors (experiments README,
+# "Composite tiles"): dev124 768x3200x4224 128x(128+32) s5 41.2 us against the space's best 47.3 (0.75x -> 0.86x of
+# torch.matmul), llama3-70b.qkv 512x10240x8192 128x(256+64) s3 125.3 against 138.5 (0.86x -> 0.95x), llama3-8b.qkv
+# 512x6144x4096 128x(128+64) s5 43.2 against 47.3 (0.90x -> 0.99x), dev104 64x(128+32) s6 0.89x -> 0.92x.  Where a
+# power-of-two tile fills the SMs they lose (the second dot reads the A tile again: 128x(128+32) 0.70x on
+# 512x4096x14336), so only the five that won somewhere are declared.
+# (block_m, block_n, block_n1, block_k at 2 bytes, warps, stages)
+_TMA_COMPOSITE = (
+    (128, 128, 32, 64, 8, 5),
+    (128, 128, 64, 64, 8, 5),
+    (128, 256, 64, 64, 8, 3),
+    (64, 128, 32, 64, 4, 6),
+    (64, 128, 64, 64, 4, 5),
+)
 _STREAMK = (
     (128, 256, 64, 8, 3),
     (128, 128, 64, 8, 4),
@@ -341,9 +377,12 @@ def _space(dtype: str, variant: str) -> tuple[GemmConfig, ...]:
     if variant == "streamk":
         return tuple(GemmConfig(variant, bm, bn, _scale_k(bk, element), 8, w, s) for bm, bn, bk, w, s in _STREAMK)
     table = {"persistent": _PERSISTENT, "tma": _TMA}[variant]
+    composite = _TMA_COMPOSITE if variant == "tma" else ()
     # dict.fromkeys: entries that scale to the same config (fp32's 16- and 32-deep short-K steps) once, in order
     return tuple(dict.fromkeys(
-        GemmConfig(variant, bm, bn, _scale_k(bk, element), 8, w, s, flatten=flat) for bm, bn, bk, w, s, flat in table
+        [GemmConfig(variant, bm, bn, _scale_k(bk, element), 8, w, s, flatten=flat) for bm, bn, bk, w, s, flat in table]
+        + [GemmConfig(variant, bm, bn, _scale_k(bk, element), 8, w, s, block_n1=bn1)
+           for bm, bn, bn1, bk, w, s in composite]
     ))  # fmt: skip
 
 
@@ -398,14 +437,14 @@ def streamk_partition(tiles: int, programs: int, k_steps: int) -> tuple[int, int
 
 
 def smem_bytes(config: GemmConfig, dtype: str) -> int:
-    """Shared memory the software pipeline needs: ``stages`` copies of the A and B tiles."""
+    """Shared memory the software pipeline needs: ``stages`` copies of the A and B tiles (both B parts)."""
     element = DTYPE_BYTES[dtype]
-    return config.num_stages * (config.block_m + config.block_n) * config.block_k * element
+    return config.num_stages * (config.block_m + config.tile_n) * config.block_k * element
 
 
 def accumulator_registers(config: GemmConfig, warp_size: int) -> int:
     """fp32 accumulator registers per thread: the floor of what a tile costs in registers."""
-    return math.ceil(config.block_m * config.block_n / (config.num_warps * warp_size))
+    return math.ceil(config.block_m * config.tile_n / (config.num_warps * warp_size))
 
 
 def legality(

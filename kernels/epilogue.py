@@ -191,14 +191,52 @@ def epilogue(
     C_VEC: tl.constexpr,
     N_VEC: tl.constexpr,
 ):
-    """out = alpha * scale * acc + beta * C + bias, cast to out's dtype; rows/columns past the edge masked.
+    """``epilogue_at`` for the tile (pid_m, pid_n) of BLOCK_M x BLOCK_N tiles."""
+    epilogue_at(
+        acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N,
+        stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
+        BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
+    )  # fmt: skip
+
+
+@triton.jit
+def epilogue_at(
+    acc,
+    out_ptr,
+    c_ptr,
+    bias_ptr,
+    scale_ptr,
+    bid,
+    off_m,
+    off_n,
+    M,
+    N,
+    stride_ob,
+    stride_om,
+    stride_on,
+    stride_cb,
+    stride_cm,
+    stride_cn,
+    alpha,
+    beta,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_C: tl.constexpr,
+    BIAS_MODE: tl.constexpr,
+    HAS_SCALE: tl.constexpr,
+    OUT_VEC: tl.constexpr,
+    C_VEC: tl.constexpr,
+    N_VEC: tl.constexpr,
+):
+    """out = alpha * scale * acc + beta * C + bias, cast to out's dtype, for the BLOCK_M x BLOCK_N block at rows
+    ``off_m`` and columns ``off_n`` (a composite tile's parts have their own); rows/columns past the edge masked.
 
     ``BIAS_MODE``: 0 none, 1 per column (length N), 2 per row (length M).  ``OUT_VEC``/``C_VEC``:
     0 for any strides, v >= 1 when columns are contiguous and row/batch strides are multiples of v;
     ``N_VEC`` divides N.  Without these the stores are scalar (sizes and strides are not specialized).
     """
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = off_m + tl.arange(0, BLOCK_M)
+    rn = off_n + tl.arange(0, BLOCK_N)
     n_bound = (N // N_VEC) * N_VEC
     mask = (rm[:, None] < M) & (rn[None, :] < n_bound)
     if HAS_SCALE:

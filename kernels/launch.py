@@ -737,7 +737,7 @@ def plan_gemm(
 
     sms = num_sms if num_sms is not None else limits.sm_count
     tiles_m = -(-m // config.block_m)
-    tiles_n = -(-n // config.block_n)
+    tiles_n = -(-n // config.tile_n)
     tiles = batch * tiles_m * tiles_n
     dummy = out
     common = dict(
@@ -827,17 +827,25 @@ def plan_gemm(
             **flags,
             "FLATTEN": config.flatten,
         }
-        args: tuple[Any, ...] = pointers
-        sources: tuple[int | _Descriptor | None, ...] = psrc
+        if config.block_n1:
+            kwargs["BLOCK_N1"] = config.block_n1
+        # b1_ptr (the composite tile's second B part) is B again, or its own descriptor on the host
+        args: tuple[Any, ...] = (*pointers, b_op.tensor)
+        sources: tuple[int | _Descriptor | None, ...] = (*psrc, psrc[1])
         if host_descriptors_enabled():
             a_box = (config.block_m, config.block_k)
             b_box = (config.block_n, config.block_k)
+            b1_box = (config.block_n1 or config.block_n, config.block_k)
             descs = (
                 _Descriptor.of_operand(psrc[0], a_op.row_major, lm, k, a_op.ld, sab, batch, a_box),
                 _Descriptor.of_operand(psrc[1], not b_op.row_major, ln, k, b_op.ld, sbb, batch, b_box),
+                _Descriptor.of_operand(psrc[1], not b_op.row_major, ln, k, b_op.ld, sbb, batch, b1_box),
             )
-            args = (descs[0].make(a_op.tensor), descs[1].make(b_op.tensor), *pointers[2:])
-            sources = (*(d.source if d.source in (None, -1) else d for d in descs), *psrc[2:])
+            made = (descs[0].make(a_op.tensor), descs[1].make(b_op.tensor))
+            b1 = descs[2].make(b_op.tensor) if config.block_n1 else b_op.tensor  # unused: a pointer binds cheaper
+            args = (*made, *pointers[2:], b1)
+            ds = tuple(d.source if d.source in (None, -1) else d for d in descs)
+            sources = (ds[0], ds[1], *psrc[2:], ds[2] if config.block_n1 else psrc[1])
             kwargs["HOST_DESC"] = True
         plan.steps.append(_Launch(tma_kernel, grid, args, kwargs, sources))
     elif config.variant == "streamk":

@@ -78,6 +78,12 @@ def smem_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, warps: np.ndarray,
     return (written + read) / hw.smem_bandwidth
 
 
+def part_rereads(bm: np.ndarray, bn1: np.ndarray, bk: np.ndarray, hw: Hardware) -> np.ndarray:
+    """Seconds of shared-memory traffic per K-iteration that a composite tile's second dot adds: it reads the A
+    tile once more (``smem_time`` of the whole tile counts one read per ``mma_max_n`` columns); 0 where bn1 is 0."""
+    return np.where(bn1 > 0, bm * bk * hw.element_bytes / hw.smem_bandwidth, 0.0)
+
+
 def issue_time(
     bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, tma: np.ndarray, hw: Hardware, a_vector: int, b_vector: int
 ) -> np.ndarray:

@@ -61,6 +61,11 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "arrive/expect and wait on the copies, not overlapped with the matrix instructions without warp "
         "specialization)",
     ),
+    "model_composite_iteration_overhead": (
+        0.0,
+        "cycles a composite tile's K-iteration (two dots on one A tile, GemmConfig.block_n1) costs beyond a TMA "
+        "iteration: the second dot's instructions and its wait before the next step's copies can be issued",
+    ),
     "model_scalar_load_cost": (
         1.0,
         "issue cost of a scalar (misaligned-row) load relative to a vector load instruction",
@@ -137,7 +142,7 @@ FITTED_PARAMETERS = (
     "model_tma_iteration_overhead", "model_streamk_slowdown", "model_streamk_reduce_cost", "model_splitk_reduce_cost",
     "model_scalar_load_cost", "model_scalar_k_load_share",
     "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale", "model_flatten_hiding",
-    "model_zero_fill_cycles", "model_tma_l2_bandwidth_scale",
+    "model_zero_fill_cycles", "model_tma_l2_bandwidth_scale", "model_composite_iteration_overhead",
 )  # fmt: skip
 
 
@@ -179,6 +184,7 @@ class Hardware:
     launch_kernel_s: float  # one launch of our launcher: profile launch_overhead + model_launch_extra
     tma_launch_extra_s: float
     tma_iteration_overhead_s: float  # model_tma_iteration_overhead in seconds
+    composite_iteration_overhead_s: float  # model_composite_iteration_overhead in seconds
     tma_l2_bandwidth_scale: float  # model_tma_l2_bandwidth_scale
     scalar_vec: float  # effective bytes per load instruction of a misaligned operand whose rows run along M or N
     scalar_vec_k: float  # the same for a misaligned operand whose rows run along K
@@ -307,6 +313,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         launch_kernel_s=float(profile.value("launch_overhead")) + _parameter(profile, "model_launch_extra"),
         tma_launch_extra_s=_parameter(profile, "model_tma_launch_extra"),
         tma_iteration_overhead_s=_parameter(profile, "model_tma_iteration_overhead") / clock,
+        composite_iteration_overhead_s=_parameter(profile, "model_composite_iteration_overhead") / clock,
         tma_l2_bandwidth_scale=_parameter(profile, "model_tma_l2_bandwidth_scale"),
         scalar_vec=DTYPE_BYTES[dtype] / _parameter(profile, "model_scalar_load_cost"),
         scalar_vec_k=DTYPE_BYTES[dtype]

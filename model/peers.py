@@ -58,7 +58,7 @@ def proposals(m: int, n: int, k: int, dtype: str = "bf16", layout: str = "nn", g
 
 
 def _distance(p: dict[str, int], c: GemmConfig) -> tuple[float, float, float]:
-    tile = sum(abs(math.log2(a / b)) for a, b in ((p["bm"], c.block_m), (p["bn"], c.block_n), (p["bk"], c.block_k)))
+    tile = sum(abs(math.log2(a / b)) for a, b in ((p["bm"], c.block_m), (p["bn"], c.tile_n), (p["bk"], c.block_k)))
     split = abs(math.log2(max(1, p["split"]) / c.split_k))
     return (tile + split, abs(p["stages"] - c.num_stages), abs(math.log2(p["warps"] / c.num_warps)))
 

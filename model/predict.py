@@ -114,7 +114,8 @@ class ConfigTable:
             return np.array(values, dtype=np.float64)
 
         self.bm = arr([c.block_m for c in configs])
-        self.bn = arr([c.block_n for c in configs])
+        self.bn = arr([c.tile_n for c in configs])  # the output tile's columns (a composite tile's two parts)
+        bn1 = arr([c.block_n1 for c in configs])
         self.bk = arr([c.block_k for c in configs])
         self.gm = arr([c.group_m for c in configs])
         self.stages = arr([(b.num_stages if b is not None and b.num_stages > 0 else c.num_stages) for c, b in
@@ -143,8 +144,13 @@ class ConfigTable:
         self.elems = self.bm * self.bn
         self.panel = self.bm + self.bn
         self.warps = arr([c.num_warps for c in configs])
-        self.compute_it = compute.compute_time(self.bm, self.bn, self.bk, hw, self.warps)
-        self.smem_it = compute.smem_time(self.bm, self.bn, self.bk, self.warps, hw)
+        # a composite tile's two dots: each part's instructions, and the A tile read from shared memory once per part
+        self.compute_it = compute.compute_time(self.bm, self.bn - bn1, self.bk, hw, self.warps) + compute.compute_time(
+            self.bm, bn1, self.bk, hw, self.warps
+        )
+        self.smem_it = compute.smem_time(self.bm, self.bn, self.bk, self.warps, hw) + compute.part_rereads(
+            self.bm, bn1, self.bk, hw
+        )
         self.issue_a, self.issue_b = compute.issue_coefficients(self.bm, self.bn, self.bk, self.is_tma, hw)
         # the share of the (stages - 1) prefetched K-steps whose latency overlaps: model_latency_hiding for
         # pointer-based (cp.async) pipelines, model_tma_latency_hiding for TMA ones (fitted apart: on the H100 a
@@ -163,6 +169,7 @@ class ConfigTable:
         self.synchronous = np.zeros(len(configs))  # scalar-load classes (model.fast) set their own
         self.launch_fixed = hw.launch_kernel_s + np.where(self.is_tma, hw.tma_launch_extra_s, 0.0)
         self.it_extra = np.where(self.is_tma, hw.tma_iteration_overhead_s, 0.0)  # beyond iteration_overhead_s
+        self.it_extra = self.it_extra + np.where(bn1 > 0, hw.composite_iteration_overhead_s, 0.0)
         # a cp.async pipeline's prologue issues stages - 1 prefetches whether or not the K loop has that many steps:
         # the pipeliner folds the loop condition into the copy's mask, and a masked cp.async zero-fills its part of
         # the stage, with no iteration to overlap (a loop's own masked prefetches overlap its matrix work): each

@@ -263,7 +263,7 @@ def nearest_config(
     def distance(config: GemmConfig) -> tuple[float, str]:
         d = (
             _log2(config.block_m, target["block_m"])
-            + _log2(config.block_n, target["block_n"])
+            + _log2(config.tile_n, target["block_n"])
             + _log2(config.block_k, target["block_k"])
             + 0.5 * _log2(config.num_warps, target.get("num_warps", config.num_warps))
             + 0.25 * abs(config.num_stages - target.get("num_stages", config.num_stages))

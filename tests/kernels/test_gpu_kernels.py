@@ -339,3 +339,37 @@ def test_tma_host_descriptors_launch_cache(monkeypatch: pytest.MonkeyPatch, layo
     a3 = torch.randn(3, 96, 128, device="cuda", dtype=torch.bfloat16)
     b3 = torch.randn(3, 128, 72, device="cuda", dtype=torch.bfloat16)
     assert rel_error(k.gemm(a3, b3, config), a3.double() @ b3.double()) <= TOL["bf16"]
+
+
+@pytest.mark.parametrize("key", ["tma/128x128+32x64/g8/w8/s5/k1", "tma/128x256+64x64/g8/w8/s3/k1"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_composite_tiles(monkeypatch: pytest.MonkeyPatch, key: str, layout: str) -> None:
+    """Composite TMA tiles (two B parts, two epilogues) in bf16: every layout on a ragged shape whose last tile column
+    ends inside the first part, then inside the second, with beta*C and bias; batched; host-made and in-kernel
+    descriptors give the same bits, and the launch cache re-binds the second part's descriptor."""
+    from theodolite.kernels import launch
+
+    k = _kernels()
+    config = k.GemmConfig.from_key(key)
+    width = config.tile_n
+    for n in (2 * width + config.block_n // 2, 3 * width - 16):  # the ragged column in part 0, then in part 1
+        m, kk = 264, 520
+        a = operand(m, kk, layout[0] == "t", torch.bfloat16)
+        b = operand(kk, n, layout[1] == "t", torch.bfloat16)
+        c = operand(m, n, False, torch.bfloat16)
+        bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        k.gemm(a, b, config, beta=0.5, c=c, bias=bias, out=out)
+        ref = a.double() @ b.double() + 0.5 * c.double() + bias.double()
+        assert rel_error(out, ref) <= TOL["bf16"], (n, layout)
+        monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "0")
+        assert torch.equal(out, k.plan_gemm(a, b, config, beta=0.5, c=c, bias=bias).run()), (n, layout)
+        monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "1")
+    launch._FAST.clear()
+    for _ in range(2):  # the cached call, on new operands
+        a = operand(m, kk, layout[0] == "t", torch.bfloat16)
+        b = operand(kk, n, layout[1] == "t", torch.bfloat16)
+        assert rel_error(k.gemm(a, b, config), a.double() @ b.double()) <= TOL["bf16"]
+    a3 = torch.randn(3, 96, 128, device="cuda", dtype=torch.bfloat16)
+    b3 = torch.randn(3, 128, 200, device="cuda", dtype=torch.bfloat16)
+    assert rel_error(k.gemm(a3, b3, config), a3.double() @ b3.double()) <= TOL["bf16"]

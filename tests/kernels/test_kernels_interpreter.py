@@ -113,7 +113,8 @@ def test_tma_host_descriptors(monkeypatch: pytest.MonkeyPatch, layout: str) -> N
     check(run(a, b, CONFIGS["tma"]), a, b, torch.float32)
     step = plan_gemm(a, b, CONFIGS["tma"]).steps[-1]
     assert step.kwargs["HOST_DESC"] and [type(x).__name__ for x in step.args[:2]] == ["TensorDescriptor"] * 2
-    assert step.sources[2:] == (2, 2, 2, 2)  # out, and the dummies of C, bias and scale
+    # out, the dummies of C, bias and scale, and B again for the composite tile's unused second part
+    assert step.sources[2:] == (2, 2, 2, 2, 1)
 
 
 def test_tma_host_descriptors_batched_and_copied(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -547,3 +548,44 @@ def test_splitk_cooperative_launch_with_epilogue() -> None:
     assert step.kwargs["SPIN"] is False
     out = run(a, b, config, alpha=0.5, beta=2.0, c=c, bias=bias)
     check(out, a, b, torch.float16, alpha=0.5, beta=2.0, c=c, bias=bias)
+
+
+COMPOSITE = GemmConfig("tma", 16, 16, 16, 2, 4, 2, block_n1=16)  # a 16 x (16 + 16) output tile
+
+
+@pytest.mark.parametrize("host", ["1", "0"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_composite_tiles_every_layout(monkeypatch: pytest.MonkeyPatch, layout: str, host: str) -> None:
+    """A composite TMA tile (two B parts, each with its own epilogue), host-made or in-kernel descriptors: every
+    output element written (NaN-poisoned first) and right with alpha, beta*C and a column bias, where the last tile
+    column ends in the first part (N = 40) and in the second (N = 56)."""
+    monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", host)
+    for n in (40, 56):
+        m, k = 20, 52
+        a = operand(m, k, layout[0] == "t", torch.float32)
+        b = operand(k, n, layout[1] == "t", torch.float32)
+        c = torch.randn(m, n)
+        bias = torch.randn(n)
+        out = run(a, b, COMPOSITE, alpha=0.5, beta=2.0, c=c, bias=bias)
+        check(out, a, b, torch.float32, alpha=0.5, beta=2.0, c=c, bias=bias)
+    step = plan_gemm(a, b, COMPOSITE).steps[-1]
+    assert step.kwargs["BLOCK_N1"] == 16 and step.kwargs["num_tiles"] == 2 * 2  # 20 x 56 in 16 x 32 tiles
+    if host == "1":
+        boxes = [x.block_shape for x in (step.args[1], step.args[6])]
+        assert sorted(boxes) == [[16, 16], [16, 16]] and type(step.args[6]).__name__ == "TensorDescriptor"
+
+
+def test_composite_tiles_batched_and_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batched (3-D descriptors) and with a misaligned B that the copy rule pads first."""
+    import theodolite.kernels.config as config_module
+
+    monkeypatch.setenv("THEODOLITE_TMA_HOST_DESC", "1")
+    a = operand(20, 48, False, torch.float32, batch=3)
+    b = operand(48, 40, True, torch.float32, batch=3)
+    check(run(a, b, COMPOSITE), a, b, torch.float32)
+    monkeypatch.setattr(config_module, "ALIGN_COPY_MIN_FLOPS", 0.0)
+    monkeypatch.setattr(config_module, "ALIGN_COPY_MIN_REUSE", 1)
+    a2, b2 = operand(24, 36, False, torch.float16), operand(36, 45, False, torch.float16)  # B's rows: 90 bytes
+    check(run(a2, b2, COMPOSITE), a2, b2, torch.float16)
+    sources = plan_gemm(a2, b2, COMPOSITE).steps[-1].sources
+    assert sources[1] is None and sources[6] is None  # both B parts' descriptors over the padded copy

@@ -42,12 +42,14 @@ def _results(noise: dict[str, float] | None = None) -> Results:
 
 def test_a_perfect_model_scores_one() -> None:
     summary = summarize(_results(), H100)
-    assert summary.geomean == pytest.approx(1.0)
-    assert summary.p5 == pytest.approx(1.0)
+    # the fast path may pick a near-tie instead of the exact argmin (512x14336x4096: Stream-K 128x256 s3 for the
+    # flattened persistent 128x256, 0.003% slower in the model), never more than that here
+    assert summary.geomean == pytest.approx(1.0, rel=1e-4)
+    assert summary.p5 == pytest.approx(1.0, rel=1e-4)
     assert summary.spearman_median > 0.99
     assert summary.unmeasured_picks == 0
     assert summary.peers["fixed"]["geomean"] <= 1.0
-    assert summary.vs_torch_geomean == pytest.approx(1.0)
+    assert summary.vs_torch_geomean == pytest.approx(1.0, rel=1e-4)
 
 
 def test_a_slow_pick_lowers_efficiency() -> None:

@@ -136,6 +136,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_tma_iteration_overhead": MetricSpec(
             "cycle", "model fit: extra bookkeeping per K-iteration of a TMA kernel", False, 0, 1e6
         ),
+        "model_composite_iteration_overhead": MetricSpec(
+            "cycle", "model fit: extra cost per K-iteration of a composite tile (its second dot)", False, 0, 1e6
+        ),
         "model_scalar_load_cost": MetricSpec(
             "1", "model fit: issue cost of a scalar (misaligned) load relative to a vector load", False, 0, 1e3
         ),

@@ -203,7 +203,7 @@ def plans_for(sets: list[tuple[Any, Any, Any]], key: str, _extra: Any = None) ->
         locks = _locks(o.device, tiles - dp)
         kwargs = dict(step.kwargs, dp_tiles=dp, steps=steps, max_pieces=max_pieces, CHUNKS=CHUNKS, REG2=reg2)
         grid = (max(programs, 1),)
-        plan.steps[-1] = _Launch(tma_balanced_kernel, grid, (*step.args, ws, locks), kwargs)
+        plan.steps[-1] = _Launch(tma_balanced_kernel, grid, (*step.args[:6], ws, locks), kwargs)  # not b1_ptr (no composite tiles)
         out.append(plan)
     return out
 

@@ -131,7 +131,7 @@ def plans_for(sets: list[tuple[Any, Any, Any]], key: str, _extra: Any = None) ->
         locks = _locks(o.device, tiles - dp)
         grid = (max(1, min(programs, max(dp, units))),)
         kwargs = dict(step.kwargs, dp_tiles=dp, split=split, CHUNKS=TAIL_CHUNKS, SPIN=not interpreting())
-        plan.steps[-1] = _Launch(tma_streamk_kernel, grid, (*step.args, ws, locks), kwargs)
+        plan.steps[-1] = _Launch(tma_streamk_kernel, grid, (*step.args[:6], ws, locks), kwargs)  # not b1_ptr (no composite tiles)
         out.append(plan)
     return out
 
