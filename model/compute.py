@@ -78,12 +78,10 @@ def smem_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, warps: np.ndarray,
     return (written + read) / hw.smem_bandwidth
 
 
-def part_rereads(bm: np.ndarray, bn0: np.ndarray, bn1: np.ndarray, bk: np.ndarray, hw: Hardware) -> np.ndarray:
-    """Seconds of shared-memory traffic per K-iteration that a composite tile's two dots add to ``smem_time`` of the
-    whole tile: each part's dot reads the A tile once per ``mma_max_n`` of its own columns, where the whole tile's count
-    is one read per ``mma_max_n`` columns of both (128 x (128 + 32): one read more; 128 x (256 + 64): none)."""
-    parts = np.ceil(bn0 / hw.mma_max_n) + np.ceil(bn1 / hw.mma_max_n) - np.ceil((bn0 + bn1) / hw.mma_max_n)
-    return np.where(bn1 > 0, parts * bm * bk * hw.element_bytes / hw.smem_bandwidth, 0.0)
+def part_rereads(bm: np.ndarray, bn1: np.ndarray, bk: np.ndarray, hw: Hardware) -> np.ndarray:
+    """Seconds of shared-memory traffic per K-iteration that a composite tile's second dot adds: it reads the A
+    tile once more (``smem_time`` of the whole tile counts one read per ``mma_max_n`` columns); 0 where bn1 is 0."""
+    return np.where(bn1 > 0, bm * bk * hw.element_bytes / hw.smem_bandwidth, 0.0)
 
 
 def issue_time(

@@ -149,7 +149,7 @@ class ConfigTable:
             self.bm, bn1, self.bk, hw, self.warps
         )
         self.smem_it = compute.smem_time(self.bm, self.bn, self.bk, self.warps, hw) + compute.part_rereads(
-            self.bm, self.bn - bn1, bn1, self.bk, hw
+            self.bm, bn1, self.bk, hw
         )
         self.issue_a, self.issue_b = compute.issue_coefficients(self.bm, self.bn, self.bk, self.is_tma, hw)
         # the share of the (stages - 1) prefetched K-steps whose latency overlaps: model_latency_hiding for

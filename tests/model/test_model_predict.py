@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -426,38 +425,3 @@ def test_a_cooperative_split_k_reduction_shares_the_chain(monkeypatch: pytest.Mo
     hw = hardware(profile, "bf16")
     chain = 8 * 64 * 64 * 4 * hw.splitk_reduce_cost / hw.sm_bandwidth
     assert chain > 1e-6 and last - coop == pytest.approx(chain * 7 / 8, rel=1e-6)
-
-
-def test_a_composite_tile_prices_both_dots() -> None:
-    """A composite tile (tma 128 x (128 + 32)) against the power-of-two tile of its width (128 x 160 would be one
-    dot): its output tile is 160 wide for waves and traffic, each part issues its own instructions and reads the A tile
-    from shared memory (128 x (256 + 64) reads it twice, as a 320-wide single tile would), and it pays
-    model_composite_iteration_overhead per K-step."""
-    from theodolite.kernels.config import GemmConfig
-    from theodolite.model import compute
-
-    hw = hardware(H100, "bf16")
-    table = table_for(H100, "bf16")
-    i = table.index["tma/128x128+32x64/g8/w8/s5/k1"]
-    assert table.bn[i] == 160 and table.elems[i] == 128 * 160
-    parts = compute.compute_time(np.array([128.0]), np.array([128.0]), np.array([64.0]), hw, np.array([8.0]))
-    parts = parts + compute.compute_time(np.array([128.0]), np.array([32.0]), np.array([64.0]), hw, np.array([8.0]))
-    assert table.compute_it[i] == pytest.approx(float(parts[0]))
-    a_read = 128 * 64 * hw.element_bytes / hw.smem_bandwidth
-    whole = compute.smem_time(np.array([128.0]), np.array([160.0]), np.array([64.0]), np.array([8.0]), hw)
-    assert table.smem_it[i] == pytest.approx(float(whole[0]) + a_read)
-    j = table.index["tma/128x256+64x64/g8/w8/s3/k1"]
-    wide = compute.smem_time(np.array([128.0]), np.array([320.0]), np.array([64.0]), np.array([8.0]), hw)
-    assert table.smem_it[j] == pytest.approx(float(wide[0]))
-    from pathlib import Path
-
-    from theodolite.profile.hdf5 import load_profile
-
-    measured = load_profile(str(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5"))
-    bundled, bundled_hw = table_for(measured, "bf16"), hardware(measured, "bf16")
-    extra = bundled.it_extra[bundled.index["tma/128x128+32x64/g8/w8/s5/k1"]]
-    assert bundled_hw.composite_iteration_overhead_s > 0.0
-    assert extra - bundled.it_extra[bundled.index["tma/128x128x64/g8/w8/s4/k1"]] == pytest.approx(
-        bundled_hw.composite_iteration_overhead_s
-    )
-    assert GemmConfig.from_key("tma/128x128+32x64/g8/w8/s5/k1").tile_n == 160
