@@ -80,7 +80,11 @@ def smem_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, warps: np.ndarray,
 
 def part_rereads(bm: np.ndarray, bn1: np.ndarray, bk: np.ndarray, hw: Hardware) -> np.ndarray:
     """Seconds of shared-memory traffic per K-iteration that a composite tile's second dot adds: it reads the A
-    tile once more (``smem_time`` of the whole tile counts one read per ``mma_max_n`` columns); 0 where bn1 is 0."""
+    tile once more (``smem_time`` of the whole tile counts one read per ``mma_max_n`` columns); 0 where bn1 is 0.
+
+    For 128 x (256 + 64) that is one read more than its two dots make (two, as a 320-wide tile's count already has):
+    kept, since the model still prices that tile ~17% too fast against 128 x 256 (H100 sweeps, median over shapes), and
+    the exact count made the fast path pick it 11% over the argmin on 11889x543x2896 (tests/model/test_model_fast)."""
     return np.where(bn1 > 0, bm * bk * hw.element_bytes / hw.smem_bandwidth, 0.0)
 
 

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -425,3 +426,32 @@ def test_a_cooperative_split_k_reduction_shares_the_chain(monkeypatch: pytest.Mo
     hw = hardware(profile, "bf16")
     chain = 8 * 64 * 64 * 4 * hw.splitk_reduce_cost / hw.sm_bandwidth
     assert chain > 1e-6 and last - coop == pytest.approx(chain * 7 / 8, rel=1e-6)
+
+
+def test_a_composite_tile_prices_both_dots() -> None:
+    """A composite tile (tma 128 x (128 + 32)): its output tile is 160 wide for waves and traffic, each part issues its
+    own instructions, its second dot reads the A tile from shared memory once more, and it pays
+    model_composite_iteration_overhead per K-step (the bundled H100 profile's fitted value)."""
+    from pathlib import Path
+
+    from theodolite.kernels.config import GemmConfig
+    from theodolite.model import compute
+
+    from theodolite.profile.hdf5 import load_profile
+
+    measured = load_profile(str(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h100-80gb-hbm3.h5"))
+    hw = hardware(measured, "bf16")
+    table = table_for(measured, "bf16")
+    i = table.index["tma/128x128+32x64/g8/w8/s5/k1"]
+    assert GemmConfig.from_key(table.keys[i]).tile_n == 160
+    assert table.bn[i] == 160 and table.elems[i] == 128 * 160
+    bm, bk, warps = np.array([128.0]), np.array([64.0]), np.array([8.0])
+    parts = compute.compute_time(bm, np.array([128.0]), bk, hw, warps)
+    parts = parts + compute.compute_time(bm, np.array([32.0]), bk, hw, warps)
+    assert table.compute_it[i] == pytest.approx(float(parts[0]))
+    whole = compute.smem_time(bm, np.array([160.0]), bk, warps, hw)
+    a_read = 128 * 64 * hw.element_bytes / hw.smem_bandwidth
+    assert table.smem_it[i] == pytest.approx(float(whole[0]) + a_read)
+    plain = table.index["tma/128x128x64/g8/w8/s4/k1"]
+    assert hw.composite_iteration_overhead_s > 0.0
+    assert table.it_extra[i] - table.it_extra[plain] == pytest.approx(hw.composite_iteration_overhead_s)
