@@ -112,7 +112,10 @@ def test_fast_pick_is_the_full_argmin_on_the_measured_profile() -> None:
     0.952 (2094x959x2407), the rest over 0.98.  With split-K splits that are not powers of two (twenty-fifth session):
     36 misses, the worst 0.916 (3235x1x11398: 64x64x128 k5 best, the cell kept k4), until each kept split brings its
     neighbouring splits in the space too: 24 misses, the worst 0.952 (2094x959x2407), then 0.961 (6566x7x3657).  With
-    the H100's TMA terms refit (twenty-sixth session): 25 misses at TILE_SLACK 1.15, 23 at 1.2, the worst 0.945."""
+    the H100's TMA terms refit (twenty-sixth session): 25 misses at TILE_SLACK 1.15, 23 at 1.2, the worst 0.945.  With
+    composite tiles (twenty-seventh session): 19 misses, the worst 0.961 (6566x7x3657), then 0.971 (2094x959x2407: the
+    composite 128x(128+32) picked, tma 64x256 s4 flattened the argmin); with a composite's A-tile reads counted per part
+    the worst was 0.895 (11889x543x2896: composite 128x(256+64) picked, tma 128x128 s3 the argmin)."""
     worse = [ratio for ratio, *_ in fast_misses(table_for(_bundled_h100(), "bf16"))]
     assert len(worse) <= 0.02 * 1200
     assert not worse or min(worse) > 0.94
