@@ -28,8 +28,8 @@ def _ws_module():
     with open(tma.__file__) as stream:
         src = stream.read()
     src = src.replace(
-        "    FLATTEN: tl.constexpr,\n):",
-        "    FLATTEN: tl.constexpr, WS_OUTER: tl.constexpr = False, WS_INNER: tl.constexpr = False,"
+        "BLOCK_N1: tl.constexpr = 0,\n):",
+        "BLOCK_N1: tl.constexpr = 0, WS_OUTER: tl.constexpr = False, WS_INNER: tl.constexpr = False,"
         " DESC_STORE: tl.constexpr = False,\n):",
     )
     src = src.replace(
@@ -38,9 +38,9 @@ def _ws_module():
     )
     src = src.replace("for kk in range(k_tiles):", "for kk in tl.range(k_tiles, warp_specialize=WS_INNER):")
     src = src.replace(
-        "        epilogue(\n            acc, out_ptr",
+        "        epilogue_at(\n            acc, out_ptr",
         "        if DESC_STORE:\n            out_desc.store([off_m, off_n], acc.to(out_ptr.dtype.element_ty))\n"
-        "        else:\n          epilogue(\n            acc, out_ptr",
+        "        else:\n          epilogue_at(\n            acc, out_ptr",
     )
     src = src.replace(
         "    pid = tl.program_id(0)",
