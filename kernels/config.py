@@ -132,7 +132,9 @@ class GemmConfig:
             flatten = len(parts) == 7 and parts[6] == "f"
             variant, tile, group, warps, stages, split = parts[:6] if flatten else parts
             bm, width, bk = tile.split("x")
-            bn, _, bn1 = width.partition("+")
+            bn, plus, bn1 = width.partition("+")
+            if plus and not bn1:
+                raise ValueError(width)
             fields = (int(group[1:]), int(warps[1:]), int(stages[1:]), int(split[1:]))
             return cls(variant, int(bm), int(bn), int(bk), *fields, flatten=flatten, block_n1=int(bn1) if bn1 else 0)
         except ConfigError:

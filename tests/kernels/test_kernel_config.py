@@ -101,8 +101,28 @@ def test_bad_configs_raise(kwargs: dict) -> None:
         GemmConfig(**kwargs)
 
 
+def test_composite_tiles_are_tma_powers_of_two_not_flattened() -> None:
+    config = GemmConfig("tma", 128, 128, 64, 8, 8, 5, block_n1=32)
+    assert config.key == "tma/128x128+32x64/g8/w8/s5/k1" and config.tile_n == 160
+    assert GemmConfig.from_key(config.key) == config
+    for bad in (dict(block_n1=48), dict(block_n1=8), dict(block_n1=256), dict(block_n1=32, flatten=True)):
+        with pytest.raises(ConfigError, match="block_n1|composite"):
+            GemmConfig("tma", 128, 128, 64, 8, 8, 5, **bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="composite"):
+        GemmConfig("persistent", 128, 128, 64, block_n1=32)
+    composite = [c for c in config_space("bf16") if c.block_n1]
+    assert composite and all(c.variant == "tma" and not c.flatten for c in composite)
+
+
 @pytest.mark.parametrize(
-    "key", ["persistent/128x128", "persistent/128x128x64/g8/w8/s3/k1/x", "persistent/128x128x64/g8/w8/s3/k1/f/f"]
+    "key",
+    [
+        "persistent/128x128",
+        "persistent/128x128x64/g8/w8/s3/k1/x",
+        "persistent/128x128x64/g8/w8/s3/k1/f/f",
+        "tma/128x128+x64/g8/w8/s5/k1",  # a composite tile without its second width
+        "tma/128x+32x64/g8/w8/s5/k1",
+    ],
 )
 def test_bad_key_raises(key: str) -> None:
     with pytest.raises(ConfigError, match="not a config key"):
