@@ -833,19 +833,24 @@ def plan_gemm(
         args: tuple[Any, ...] = (*pointers, b_op.tensor)
         sources: tuple[int | _Descriptor | None, ...] = (*psrc, psrc[1])
         if host_descriptors_enabled():
-            a_box = (config.block_m, config.block_k)
-            b_box = (config.block_n, config.block_k)
-            b1_box = (config.block_n1 or config.block_n, config.block_k)
-            descs = (
-                _Descriptor.of_operand(psrc[0], a_op.row_major, lm, k, a_op.ld, sab, batch, a_box),
-                _Descriptor.of_operand(psrc[1], not b_op.row_major, ln, k, b_op.ld, sbb, batch, b_box),
-                _Descriptor.of_operand(psrc[1], not b_op.row_major, ln, k, b_op.ld, sbb, batch, b1_box),
+
+            def described(
+                source: Any, op: Any, k_major: bool, rows: int, stride: int, box_rows: int
+            ) -> tuple[Any, Any]:
+                """The host-made descriptor over an operand (the kernel's own box) and its re-binding source."""
+                d = _Descriptor.of_operand(source, k_major, rows, k, op.ld, stride, batch, (box_rows, config.block_k))
+                return d.make(op.tensor), (d.source if d.source in (None, -1) else d)
+
+            a_arg, a_source = described(psrc[0], a_op, a_op.row_major, lm, sab, config.block_m)
+            b_arg, b_source = described(psrc[1], b_op, not b_op.row_major, ln, sbb, config.block_n)
+            # without a second part b1_ptr stays B's pointer (unused; a pointer binds cheaper than a descriptor)
+            b1_arg, b1_source = (
+                described(psrc[1], b_op, not b_op.row_major, ln, sbb, config.block_n1)
+                if config.block_n1
+                else (b_op.tensor, psrc[1])
             )
-            made = (descs[0].make(a_op.tensor), descs[1].make(b_op.tensor))
-            b1 = descs[2].make(b_op.tensor) if config.block_n1 else b_op.tensor  # unused: a pointer binds cheaper
-            args = (*made, *pointers[2:], b1)
-            ds = tuple(d.source if d.source in (None, -1) else d for d in descs)
-            sources = (ds[0], ds[1], *psrc[2:], ds[2] if config.block_n1 else psrc[1])
+            args = (a_arg, b_arg, *pointers[2:], b1_arg)
+            sources = (a_source, b_source, *psrc[2:], b1_source)
             kwargs["HOST_DESC"] = True
         plan.steps.append(_Launch(tma_kernel, grid, args, kwargs, sources))
     elif config.variant == "streamk":
