@@ -35,7 +35,11 @@ PROBES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("smem", "theodolite.probes.smem", ("smem_bandwidth_per_sm", "smem_latency")),
     ("l2", "theodolite.probes.l2", ("l2_bandwidth", "l2_effective_bytes", "l2_latency_near", "l2_latency_far")),
     ("hbm", "theodolite.probes.hbm", ("hbm_read_bandwidth", "hbm_write_bandwidth", "hbm_copy_bandwidth")),
-    ("launch", "theodolite.probes.launch", ("launch_overhead", "launch_roundtrip", "program_start_cost")),
+    (
+        "launch",
+        "theodolite.probes.launch",
+        ("launch_overhead", "launch_overhead_graph", "launch_roundtrip", "program_start_cost"),
+    ),
 )
 
 

@@ -38,3 +38,22 @@ def test_hbm_copy_within_5_percent_of_torch_copy():
     one_sm = result.metrics["hbm_read_bandwidth_one_sm"].value
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert read / sms < one_sm < 0.2 * read, (one_sm, read, sms)
+
+
+def test_graph_launch_is_the_gpus_own_gap_well_under_the_hosts():
+    """An empty Triton kernel replayed back to back from a CUDA graph costs the GPU about what a one-element torch
+    kernel does the same way (~1-2 us on Hopper), and less than the host-driven back-to-back figure."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    from theodolite.probes.launch import graph_launch_time
+    from theodolite.probes.runner import collect
+
+    result, _ = collect(0, quick=True, only=("launch",), log=lambda _: None)
+    graph = result.metrics["launch_overhead_graph"].value
+    host = result.metrics["launch_overhead"].value
+    x = torch.zeros(1, device="cuda")
+    torch_kernel = graph_launch_time(lambda: x.add_(1.0), 100, 5)
+    assert 1e-7 < graph < 1e-5, graph
+    assert graph < host, (graph, host)
+    assert 0.25 * torch_kernel < graph < 4.0 * torch_kernel, (graph, torch_kernel)

@@ -40,6 +40,7 @@ SUMMARY = (
     "hbm_saturation_sms",
     "hbm_latency",
     "launch_overhead",
+    "launch_overhead_graph",
     "launch_roundtrip",
     "program_start_cost",
 )

@@ -103,6 +103,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "hbm_latency": MetricSpec("cycle", "dependent-load latency beyond every cache", False, 0, 1e5),
         # --- launch ---
         "launch_overhead": MetricSpec("s", "back-to-back empty-kernel launch cost", True, 0, 1e-2),
+        "launch_overhead_graph": MetricSpec(
+            "s", "GPU time per empty-kernel launch replayed back to back from a CUDA graph", False, 0, 1e-2
+        ),
         "launch_roundtrip": MetricSpec("s", "launch plus synchronize round trip", False, 0, 1e-1),
         "program_start_cost": MetricSpec("s", "extra time per program (block) launched", False, 0, 1e-3),
         # --- model parameters: fitted to measured selection data (method "model-fit"), not hardware figures ---
@@ -131,7 +134,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_mma_small_rate": MetricSpec(
             "1", "model fit: synchronous matrix rate relative to the matrix rate", False, 0, 1
         ),
-        "model_launch_extra": MetricSpec("s", "model fit: launch cost beyond launch_overhead", False, 0, 1e-2),
+        "model_launch_extra": MetricSpec(
+            "s", "model fit: launch cost beyond the profile's launch figure", False, 0, 1e-2
+        ),
         "model_tma_launch_extra": MetricSpec("s", "model fit: extra cost of a TMA launch", False, 0, 1e-2),
         "model_tma_iteration_overhead": MetricSpec(
             "cycle", "model fit: extra bookkeeping per K-iteration of a TMA kernel", False, 0, 1e6
