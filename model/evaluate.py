@@ -55,6 +55,7 @@ class ShapeScore:
     bottleneck: str = ""
     peers: dict[str, float] = field(default_factory=dict)  # peer -> efficiency
     vs_torch: float = math.nan  # torch time / pick time (final round where it holds both)
+    predicted_ms: float = math.nan  # the model's time for its pick (absolute accuracy: against pick_ms)
 
 
 @dataclass
@@ -67,6 +68,17 @@ class Summary:
     unmeasured_picks: int
     peers: dict[str, dict[str, float]]  # peer -> {geomean, p5, min}
     vs_torch_geomean: float  # torch time / pick time (>1: faster than torch.matmul)
+    # predicted / measured time of the picks: median, p10, p90 (how far an absolute prediction is to be trusted)
+    absolute: dict[str, float] = field(default_factory=dict)
+
+
+def absolute_accuracy(scores: Sequence[ShapeScore]) -> dict[str, float]:
+    """Median, p10 and p90 of predicted / measured time of each measured pick (nan where none)."""
+    ratios = [s.predicted_ms / s.pick_ms for s in scores if s.pick_ms and math.isfinite(s.predicted_ms)]
+    if not ratios:
+        return {"median": math.nan, "p10": math.nan, "p90": math.nan, "count": 0}
+    p10, median, p90 = np.percentile(ratios, [10, 50, 90])
+    return {"median": float(median), "p10": float(p10), "p90": float(p90), "count": len(ratios)}
 
 
 def _stats(values: Sequence[float]) -> dict[str, float]:
@@ -140,7 +152,7 @@ def score_shape(
     return ShapeScore(
         shape.name, shape.M, shape.N, shape.K, pick, best_key, best_ms, pick_ms, efficiency,
         _spearman(predicted, actual), shape.torch_ms, _bottleneck(terms, i), peers,
-        shape.torch_versus(pick) or math.nan,
+        shape.torch_versus(pick) or math.nan, float(times[i]) * 1e3,
     )  # fmt: skip
 
 
@@ -172,6 +184,7 @@ def summarize(
         unmeasured_picks=sum(1 for s in scores if not math.isfinite(s.efficiency)),
         peers=peers,
         vs_torch_geomean=_stats(vs_torch)["geomean"],
+        absolute=absolute_accuracy(scores),
     )
 
 
@@ -296,6 +309,12 @@ def format_summary(summary: Summary, worst: int = 15) -> str:
         f"model: selection efficiency geomean {summary.geomean:.4f}  p5 {summary.p5:.4f}  min {summary.minimum:.4f}"
         f"  Spearman median {summary.spearman_median:.3f}  vs torch.matmul geomean {summary.vs_torch_geomean:.3f}",
     ]
+    if summary.absolute.get("count"):
+        a = summary.absolute
+        lines.append(
+            f"absolute: predicted / measured time of the picks, median {a['median']:.3f}"
+            f"  p10 {a['p10']:.3f}  p90 {a['p90']:.3f}  (n={a['count']})"
+        )
     for name, stats in summary.peers.items():
         lines.append(
             f"peer {name}: geomean {stats['geomean']:.4f}  p5 {stats['p5']:.4f}  min {stats['min']:.4f}"

@@ -740,6 +740,9 @@ def summarize(results: Results, worst: int = 10) -> dict[str, Any]:
     best_vs = [r["best_vs_torch"] for r in rows if r["best_vs_torch"] is not None]
     sel = [s.selection_us for s in results.shapes if s.selection_us is not None]
     rho = [r["spearman"] for r in rows if r["spearman"] is not None]
+    # how far the model's absolute time of its pick is from the pick's measured time (ranks need no absolute truth,
+    # a person reading predicted_time_s does)
+    absolute = [r["predicted_ms"] / r["pick_ms"] for r in rows if r["predicted_ms"] and r["pick_ms"]]
     auto = [s.autotune_wall_s for s in results.shapes if s.autotune_wall_s is not None]
     peers: dict[str, dict[str, Any]] = {}
     for peer in sorted({p for s in results.shapes for p in s.peer_picks}):
@@ -783,6 +786,7 @@ def summarize(results: Results, worst: int = 10) -> dict[str, Any]:
             "mean": statistics.fmean(rho) if rho else None,
             "min": min(rho) if rho else None,
         },
+        "absolute": {q: _percentile(absolute, p) for q, p in (("p10", 10), ("median", 50), ("p90", 90))},
         "autotune_s": {"mean": statistics.fmean(auto) if auto else None, "total": sum(auto) if auto else None},
         "peers": peers,
         "worst": [
@@ -821,6 +825,10 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
         (
             "predicted-vs-measured Spearman median / mean / min",
             " / ".join(_num(rho[q]) for q in ("median", "mean", "min")),
+        ),
+        (
+            "pick's predicted / measured time median / p10 / p90",
+            " / ".join(_num(summary["absolute"][q], ".2f") for q in ("median", "p10", "p90")),
         ),
         (
             "autotune wall time mean / total (s)",

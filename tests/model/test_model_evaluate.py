@@ -50,6 +50,21 @@ def test_a_perfect_model_scores_one() -> None:
     assert summary.unmeasured_picks == 0
     assert summary.peers["fixed"]["geomean"] <= 1.0
     assert summary.vs_torch_geomean == pytest.approx(1.0, rel=1e-4)
+    assert summary.absolute["count"] == len(SHAPES)
+    assert summary.absolute["median"] == pytest.approx(1.0) and summary.absolute["p90"] == pytest.approx(1.0)
+
+
+def test_absolute_accuracy_reads_predicted_over_measured() -> None:
+    """Every config measured twice as slow as predicted: the ranks (and so efficiency) stay perfect, the absolute
+    line says 0.5, and says so in the text."""
+    slow = _results()
+    for shape in slow.shapes:
+        shape.configs = {key: ms * 2.0 for key, ms in shape.configs.items()}
+    summary = summarize(slow, H100)
+    assert summary.geomean == pytest.approx(1.0, rel=1e-4)
+    assert summary.absolute["median"] == pytest.approx(0.5)
+    assert summary.absolute["p10"] == pytest.approx(0.5) and summary.absolute["p90"] == pytest.approx(0.5)
+    assert "predicted / measured time of the picks, median 0.500" in format_summary(summary)
 
 
 def test_a_slow_pick_lowers_efficiency() -> None:

@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from theodolite.kernels.config import KernelLimits, Problem, config_space, legality
 from theodolite.model import choose, predict, rank
-from theodolite.model.hardware import hardware
+from theodolite.model.hardware import hardware, launch_seconds
 from theodolite.model.occupancy import last_wave_busy_fraction, waves
 from theodolite.model.predict import BOTTLENECKS, table_for
 
@@ -224,7 +224,24 @@ def test_predict_rejects_foreign_config() -> None:
 
 def test_empty_problem() -> None:
     pick = choose(Problem(0, 4096, 4096), H100)
-    assert pick.time_s == pytest.approx(H100.value("launch_overhead"))
+    assert pick.time_s == pytest.approx(launch_seconds(H100))
+
+
+def test_launch_cost_is_the_graph_figure_where_the_profile_has_it() -> None:
+    """Kernel timings keep the host ahead of the GPU, so a launch costs the GPU's own back-to-back gap
+    (launch_overhead_graph); a profile without it falls back to the host-driven launch_overhead, and every prediction
+    moves by exactly the difference (ranks unchanged)."""
+    assert "launch_overhead_graph" not in H100.metrics
+    assert launch_seconds(H100) == H100.value("launch_overhead")
+    graph = Measurement(name="launch_overhead_graph", value=1.5e-6, unit="s", method="test")
+    with_graph = dataclasses.replace(H100, metrics={**H100.metrics, graph.name: graph}, origin="h100+graph")
+    assert launch_seconds(with_graph) == 1.5e-6
+    difference = H100.value("launch_overhead") - 1.5e-6
+    for key in ("persistent/128x128x64/g8/w8/s3/k1/f", "splitk/64x64x128/g8/w4/s4/k4", "tma/128x256x64/g8/w8/s3/k1/f"):
+        before = predict(Problem(512, 1024, 2048), _config(key), H100).time_s
+        after = predict(Problem(512, 1024, 2048), _config(key), with_graph).time_s
+        assert before - after == pytest.approx(difference, rel=1e-6)
+    assert choose(Problem(0, 64, 64), with_graph).time_s == pytest.approx(1.5e-6)
 
 
 def test_reductions_follow_the_kernels() -> None:

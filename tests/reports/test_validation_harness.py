@@ -29,6 +29,7 @@ from theodolite.validation import (
     run_validation,
     shard_of,
     summarize,
+    summary_lines,
     time_final_round,
 )
 
@@ -93,6 +94,9 @@ def test_summarize_known_answers(tmp_path: Path) -> None:
     assert s["spearman"]["median"] == pytest.approx(0.0)  # +1 (a) and -1 (c); b has 2 timed configs only
     assert s["spearman"]["min"] == pytest.approx(-1.0)
     assert s["autotune_s"]["total"] == pytest.approx(6.0)
+    # the picks' predicted / measured: a 1 / 1.0, b 1 / 2.0, c 2 / 1.25
+    assert s["absolute"] == pytest.approx({"p10": 0.6, "median": 1.0, "p90": 1.48})
+    assert ("pick's predicted / measured time median / p10 / p90", "1.00 / 0.60 / 1.48") in summary_lines(s)
     assert s["peers"]["fixed"]["geomean"] == pytest.approx(math.sqrt(0.25 * 0.5))
     assert [w["name"] for w in s["worst"]] == ["b", "c", "a"]
     assert s["wrong_results"] == 1 and s["configs_timed"] == 8
@@ -103,6 +107,7 @@ def test_summarize_known_answers(tmp_path: Path) -> None:
 def test_summarize_empty_and_failed_pick() -> None:
     empty = summarize(Results(device="x"))
     assert empty["efficiency"]["geomean"] is None and empty["worst"] == []
+    assert empty["absolute"]["median"] is None
     failed = ShapeResult("f", 64, 64, 64, configs={K1: 1.0, K2: None}, model_pick=K2)
     s = summarize(Results(device="x", shapes=[failed]))
     assert s["pick_failed"] == 1 and s["efficiency"]["min"] == 0.0
