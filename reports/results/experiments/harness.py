@@ -2,7 +2,7 @@
 ``decode_tiles.py``, ``zero_fill.py``, ``deep_splitk.py``, ``splitk_reduce.py``, ``streamk_rounds.py``,
 ``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``,
 ``out_vec.py``, ``composite_tiles.py``, ``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``,
-``tma_streamk.py``, ``tma_balanced.py``, ``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``): the GPU's short
+``tma_streamk.py``, ``tma_balanced.py``, ``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``): the GPU's short
 name, kernels copied with an ``epilogue`` switch flipped, compiling in worker processes, the
 copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
 torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
