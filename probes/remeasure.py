@@ -98,12 +98,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for _, profile in profiles:  # every check before the probe runs
             check_same_device(profile, device_name)
         measured, seconds = collect(args.device, only=(args.probe,))
+        updates = []  # every profile merged before any is written: one refusal leaves all of them as they were
         for path, profile in profiles:
             names = chosen or [name for name in writes if name not in profile.metrics]
             if not names:
                 print(f"{path}: holds every metric of probe {args.probe}; nothing to add (--metrics, --replace)")
                 continue
-            updated = merge_measured(profile, measured, names, args.replace, remeasure_note(names, args.probe))
+            note = remeasure_note(names, args.probe)
+            updates.append((path, names, merge_measured(profile, measured, names, args.replace, note)))
+        for path, names, updated in updates:
             save_profile(updated, path, overwrite=True)
             for name in names:
                 m = updated.metrics[name]
