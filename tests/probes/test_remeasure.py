@@ -71,3 +71,34 @@ def test_cli_refuses_an_unknown_probe_or_metric_before_any_gpu_work(capsys) -> N
     assert "no probe 'lunch'" in capsys.readouterr().err
     assert main([H100_PATH, "--probe", "launch", "--metrics", "l2_bandwidth"]) == 1
     assert "does not write l2_bandwidth" in capsys.readouterr().err
+
+
+def test_cli_writes_every_profile_or_none(h100, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The probe faked (no GPU here): a refusal on the second profile leaves the first file untouched; with
+    --replace both gain the measured value and a provenance line."""
+    import shutil
+
+    import torch
+    from theodolite.probes import runner
+
+    fresh, held = tmp_path / "fresh.h5", tmp_path / "held.h5"
+    save_profile(h100, fresh)
+    save_profile(merge_measured(h100, ProbeResult(metrics={GRAPH.name: GRAPH}), [GRAPH.name], False, ""), held)
+    measured = dataclasses.replace(GRAPH, value=9.9e-7)
+    monkeypatch.setattr(runner, "require_device", lambda device: None)
+    monkeypatch.setattr(runner, "collect", lambda device, only: (ProbeResult(metrics={GRAPH.name: measured}), {}))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: h100.provenance.device_name)
+    before = fresh.read_bytes()
+    argv = [str(fresh), str(held), "--probe", "launch", "--metrics", GRAPH.name]
+    assert main(argv) == 1
+    assert "already holds launch_overhead_graph" in capsys.readouterr().err
+    assert fresh.read_bytes() == before
+    assert main([*argv, "--replace"]) == 0
+    for path in (fresh, held):
+        profile = load_profile(path)
+        assert profile.metrics[GRAPH.name].value == 9.9e-7
+        assert "launch_overhead_graph measured later (probes.remeasure --probe launch" in profile.provenance.notes
+    shutil.copy(H100_PATH, tmp_path / "other.h5")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    assert main([str(tmp_path / "other.h5"), "--probe", "launch"]) == 1
+    assert "this GPU is 'NVIDIA H200'" in capsys.readouterr().err
