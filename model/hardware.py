@@ -287,6 +287,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
     l2_latency = [x for x in (near, far) if x]
     limits = KernelLimits.from_profile(profile)
     saturation = float(get("hbm_saturation_sms") or 0.0)
+    launch = launch_seconds(profile)
     return Hardware(
         sm_count=sms,
         warp_size=int(get("warp_size", 32) or 32),
@@ -309,7 +310,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         hbm_latency_s=float(get("hbm_latency") or 0.0) / clock,
         sm_bandwidth=hbm_read / saturation if saturation else math.inf,
         sm_stream_bandwidth=float(get("hbm_read_bandwidth_one_sm") or math.inf),
-        launch_s=launch_seconds(profile),
+        launch_s=launch,
         program_start_s=float(get("program_start_cost") or 0.0),
         iteration_overhead_s=_parameter(profile, "model_iteration_overhead") / clock,
         issue_rate=_parameter(profile, "model_issue_rate") * clock,
@@ -319,7 +320,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         flatten_hiding=_parameter(profile, "model_flatten_hiding"),
         latency_hiding=_parameter(profile, "model_latency_hiding"),
         tma_latency_hiding=_parameter(profile, "model_tma_latency_hiding"),
-        launch_kernel_s=launch_seconds(profile) + _parameter(profile, "model_launch_extra"),
+        launch_kernel_s=launch + _parameter(profile, "model_launch_extra"),
         tma_launch_extra_s=_parameter(profile, "model_tma_launch_extra"),
         tma_iteration_overhead_s=_parameter(profile, "model_tma_iteration_overhead") / clock,
         composite_iteration_overhead_s=_parameter(profile, "model_composite_iteration_overhead") / clock,

@@ -74,8 +74,8 @@ class Selection:
     def predicted_time_s(self) -> float:
         """The model's time for the pick (seconds): GPU time as a kernel timing sees it (the host kept ahead, one
         launch at the profile's ``launch_overhead_graph``), not the wall time of an eager Python call, which adds the
-        host's launch cost.  On the bundled profiles it reads a median 0.85-0.94x of the measured time (README "Where
-        it stands").  Where the pick needed no comparison, computed on first access."""
+        host's launch cost.  How close it comes: the "pick's predicted / measured time" row of ``validate --summary``.
+        Where the pick needed no comparison, computed on first access."""
         if self._time is None:
             m, n, k = self._args[:3]  # type: ignore[index]
             self._time = self._route.time_of(self._index, m, n, k)  # type: ignore[union-attr]
