@@ -369,8 +369,67 @@ _SPLITK = (
 )
 
 
+# Decode (M <= DECODE_MAX_M against large weights: what LLM serving runs most).  The time there is the weights read
+# once from HBM, so these tiles keep every M row in one 16- to 64-row tile, move more bytes of B per K-step (BLOCK_K
+# 256, or 128 with 4-6 stages: 100-200 KB of loads in flight per SM) and split K so that the output's few column tiles
+# still put a program on every SM.  They reuse the split-K and persistent kernels (mma_tile's cp.async pipeline
+# already streams B in 16-byte vectors; the model prices them as it prices those variants) and are legal only for
+# M <= DECODE_MAX_M (legality's shape rule), so they add nothing to the sweeps of larger shapes.
+# (block_m, block_n, block_k at 2 bytes, warps, stages, split_k) for splitk; (..., flatten) for persistent
+DECODE_MAX_M = 64
+_DECODE_SPLITK = (
+    tuple((16, 128, 128, 4, 4, split) for split in (2, 4, 8, 16))
+    + tuple((16, 64, 256, 4, 3, split) for split in (2, 4, 8))
+    + tuple((64, 128, 128, 8, 3, split) for split in (2, 4))
+)
+_DECODE_PERSISTENT = (
+    (16, 128, 128, 4, 6, False),
+    (16, 64, 256, 4, 4, False),
+)
+
+
+@lru_cache(maxsize=64)
+def _decode_space(dtype: str, variant: str) -> tuple[GemmConfig, ...]:
+    """The decode family's configs of one variant for a dtype (block_k scaled as the rest of the space)."""
+    element = DTYPE_BYTES[dtype]
+    if variant == "splitk":
+        return tuple(
+            GemmConfig("splitk", bm, bn, _scale_k(bk, element), 8, w, s, split)
+            for bm, bn, bk, w, s, split in _DECODE_SPLITK
+        )
+    if variant == "persistent":
+        return tuple(
+            GemmConfig("persistent", bm, bn, _scale_k(bk, element), 8, w, s, flatten=flat)
+            for bm, bn, bk, w, s, flat in _DECODE_PERSISTENT
+        )
+    return ()
+
+
+@lru_cache(maxsize=16)
+def _decode_keys(dtype: str) -> frozenset[str]:
+    """Keys of the dtype's decode configs that the rest of its space does not declare too (a scaled block_k can
+    meet an entry of the base tables: fp32's 16x64x128 s4)."""
+    base = {c.key for v in VARIANTS for c in _base_space(dtype, v)}
+    return frozenset(c.key for v in VARIANTS for c in _decode_space(dtype, v) if c.key not in base)
+
+
+def decode_configs(dtype: str) -> tuple[GemmConfig, ...]:
+    """The decode family's configs of a dtype, in config-space order (those the base tables do not declare)."""
+    keys = _decode_keys(dtype)
+    return tuple(c for c in config_space(dtype) if c.key in keys)
+
+
+def is_decode(config: GemmConfig, dtype: str) -> bool:
+    """Whether a config is one of the decode family's for ``dtype`` (legal only for M <= DECODE_MAX_M)."""
+    return config.key in _decode_keys(dtype)
+
+
 @lru_cache(maxsize=64)
 def _space(dtype: str, variant: str) -> tuple[GemmConfig, ...]:
+    return tuple(dict.fromkeys(_base_space(dtype, variant) + _decode_space(dtype, variant)))
+
+
+def _base_space(dtype: str, variant: str) -> tuple[GemmConfig, ...]:
     element = DTYPE_BYTES[dtype]
     if variant == "splitk":
         return tuple(
@@ -460,9 +519,10 @@ def legality(
 
     ``build`` is what the compiler produced for this config on this architecture (from the
     profile): when present, its real shared memory, registers and spills decide; otherwise a
-    conservative estimate from the tile does.  ``shape_rules=False`` leaves out split-K's two rules on the
-    problem's sizes (K deep enough for the slices, few enough output tiles), for a caller that applies them
-    per shape itself (the model's fast path: one legality mask then serves every size of a kind of problem).
+    conservative estimate from the tile does.  ``shape_rules=False`` leaves out the rules on the problem's sizes
+    (split-K's: K deep enough for the slices, few enough output tiles; the decode family's M <= DECODE_MAX_M), for
+    a caller that applies them per shape itself (the model's fast path: one legality mask then serves every size of a
+    kind of problem).
     """
     if not limits.supports(problem.dtype):
         return f"dtype {problem.dtype} needs a newer architecture than {limits.architecture}"
@@ -485,6 +545,8 @@ def legality(
         and config.split_k * config.block_k > max(problem.k, 1)
     ):
         return f"split_k={config.split_k} x block_k={config.block_k} exceeds K={problem.k}"
+    if shape_rules and problem.m > DECODE_MAX_M and is_decode(config, problem.dtype):
+        return f"decode tile {config.block_m}x{config.tile_n} is for M <= {DECODE_MAX_M}, not M={problem.m}"
     if shape_rules and config.variant == "splitk":
         tiles = problem.batch * math.ceil(problem.m / config.block_m) * math.ceil(problem.n / config.block_n)
         if tiles > SPLITK_MAX_WAVES * limits.sm_count:

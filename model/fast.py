@@ -30,6 +30,7 @@ from theodolite.kernels.config import (
     ALIGN_BYTES,
     ALIGN_COPY_MIN_REUSE,
     ASYNC_COPY_MIN_BYTES,
+    DECODE_MAX_M,
     SCALAR_OFFSET_MAX_ROW,
     Problem,
     issued_widths,
@@ -155,6 +156,7 @@ class AlignmentClass:
         ]  # fmt: skip
         self.grid: grid_cache.Grid | None = None
         self.splitk_limit = math.inf if table._splitk_limit is None else table._splitk_limit
+        self.decode = [bool(x) for x in table.is_decode]  # legality's M rule, applied per shape in best_of
         # the binaries this class runs (scalar loads when an operand is misaligned and not copied): a config
         # whose binary spills or overflows shared memory is illegal for every shape of the class, so it must
         # not take a cell's candidate place (else whole cells fall back to the full space)
@@ -317,12 +319,13 @@ class AlignmentClass:
         return np.where(legal, times, np.inf)
 
     def _legal(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, cfg: np.ndarray | slice) -> np.ndarray:
-        """As legality for the class: the binary launches and fits, TMA where allowed, split-K's K and tile limits
-        (``cfg``: the config of each shape, or a slice of all configs for every shape)."""
+        """As legality for the class: the binary launches and fits, TMA where allowed, split-K's K and tile limits, the
+        decode family's M (``cfg``: the config of each shape, or a slice of all configs for every shape)."""
         table = self.table
         legal = self.view.fit_ok[cfg] & self.build_ok[cfg] & (~table.is_tma[cfg] | self.tma_ok)
         split, bk = table.split[cfg], table.bk[cfg]
         legal = legal & ((split <= 1) | (split * bk <= k))
+        legal = legal & (~table.is_decode[cfg] | (m <= DECODE_MAX_M))  # the decode family's M rule
         if table._splitk_limit is not None:  # legality's split-K tile limit
             tiles = np.ceil(m / table.bm[cfg]) * np.ceil(n / table.bn[cfg])
             legal = legal & (~table.is_splitk[cfg] | (tiles <= table._splitk_limit))
@@ -372,10 +375,11 @@ class AlignmentClass:
         candidate alone survives legality and the fill test, its time is not computed (None): the pick needs no
         comparison, and the caller computes the time only if it is asked for."""
         params, bound, time, limit = self.params, self.bound, core.scalar_time, self.splitk_limit
+        decode = self.decode if m > DECODE_MAX_M else None
         best_i, best_t = -1, math.inf
         pending = -1  # the first live candidate, evaluated only once a second one turns up
         for i, corner_low, centre_fill in cands:
-            if not legal[i] or corner_low > best_t:
+            if not legal[i] or corner_low > best_t or (decode is not None and decode[i]):
                 continue
             bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch, fixed_min, per_sm, sms = bound[i]
             tiles = -(-m // bm) * -(-n // bn)
@@ -625,7 +629,7 @@ class IntRoute:
         # as load_widths: a copied operand is aligned; element-wise beside element-wise
         a_eff, b_eff = issued_widths(ALIGN_BYTES if copy_a else a_w, ALIGN_BYTES if copy_b else b_w, self.e)
         loads = loads_class(a_eff, b_eff)  # as operand_loads
-        mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), None, False, None, loads))
+        mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), None, False, None, loads, None))
         if mask is None:
             return None
         a_scalar, b_scalar = self.scalar

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from theodolite.kernels.config import (
     ASYNC_COPY_MIN_BYTES,
+    DECODE_MAX_M,
     DTYPE_BYTES,
     OUT_DTYPES,
     VARIANTS,
@@ -31,6 +32,7 @@ from theodolite.kernels.config import (
     GemmConfig,
     Problem,
     config_space,
+    is_decode,
     legality,
     load_widths,
     loads_class,
@@ -126,6 +128,7 @@ class ConfigTable:
         self.flat_hide = arr([hw.flatten_hiding if c.flatten else 0.0 for c in configs])
         self.is_streamk = np.array([c.variant == "streamk" for c in configs])
         self.is_splitk = np.array([c.variant == "splitk" for c in configs])
+        self.is_decode = np.array([is_decode(c, dtype) for c in configs])  # legal only for M <= DECODE_MAX_M
         self.launched = arr([occupancy.launched_per_sm(c, dtype, limits) for c in configs])
         # programs resident per SM, from the binary that runs: each load class has its own registers and shared
         # memory (an element-wise build keeps one stage but more registers), so its own residency (for_loads)
@@ -245,6 +248,7 @@ class ConfigTable:
             problem.k == 0,
             self.splitk_crowded(problem.m, problem.n, problem.batch) if shape_rules else None,
             loads,
+            problem.m <= DECODE_MAX_M if shape_rules else None,  # the decode family's M rule
         )
         mask = self._legal.get(key)
         if mask is None:

@@ -6,6 +6,9 @@ change after a card was calibrated: Triton compiles every config for the profile
 new builds and every measured value untouched.
 
     python -m theodolite.probes.builds profiles/nvidia-h100-80gb-hbm3.h5 profiles/nvidia-h200.h5
+
+``--decode`` compiles only the decode family (``kernels.config.decode_configs``) and replaces only their builds,
+so that adding the family to a profile costs minutes, not the whole space's compiles.
 """
 
 from __future__ import annotations
@@ -23,9 +26,15 @@ from theodolite.profile.schema import KernelBuild
 DEFAULT_DTYPES = ("bf16", "fp16")
 
 
-def refresh(paths: Sequence[str], dtypes: Sequence[str] = DEFAULT_DTYPES, workers: int | None = None) -> None:
-    """Compile once per architecture, then rewrite each profile with those builds."""
+def refresh(
+    paths: Sequence[str], dtypes: Sequence[str] = DEFAULT_DTYPES, workers: int | None = None, decode: bool = False
+) -> None:
+    """Compile once per architecture, then rewrite each profile with those builds (``decode``: the decode family's
+    configs only, the profile's other builds kept)."""
     from theodolite.kernels.build import compile_builds
+    from theodolite.kernels.config import decode_configs
+
+    configs = {d: list(decode_configs(d)) for d in dtypes} if decode else None
 
     profiles = [(path, load_profile(path)) for path in paths]
     by_arch: dict[str, list[KernelBuild]] = {}
@@ -35,12 +44,23 @@ def refresh(paths: Sequence[str], dtypes: Sequence[str] = DEFAULT_DTYPES, worker
             raise TheodoliteError(f"{path}: architecture {arch!r}: only NVIDIA (sm_XX) builds can be compiled here")
         if arch not in by_arch:
             start = time.time()
-            by_arch[arch] = compile_builds(tuple(dtypes), architecture=arch, workers=workers)
+            if configs is None:
+                by_arch[arch] = compile_builds(tuple(dtypes), architecture=arch, workers=workers)
+            else:  # one call per dtype: compile_builds takes one config list for all its dtypes
+                by_arch[arch] = [
+                    build
+                    for dtype in dtypes
+                    for build in compile_builds((dtype,), architecture=arch, configs=configs[dtype], workers=workers)
+                ]
             print(f"{arch}: {len(by_arch[arch])} builds in {time.time() - start:.1f}s")
     for path, profile in profiles:
         fresh = by_arch[profile.provenance.architecture]
         # a refreshed dtype's builds are replaced whole: configs that left the space leave the profile too
-        kept = [b for b in profile.kernel_builds if b.dtype not in dtypes]
+        if configs is None:
+            kept = [b for b in profile.kernel_builds if b.dtype not in dtypes]
+        else:  # only the decode family's builds are replaced
+            fresh_keys = {(c.key, d) for d in dtypes for c in configs[d]}
+            kept = [b for b in profile.kernel_builds if (b.config_key, b.dtype) not in fresh_keys]
         updated = dataclasses.replace(profile, kernel_builds=tuple(kept + fresh))
         save_profile(updated, path, overwrite=True)
         spills = sum(1 for b in fresh if b.n_spills > 0)
@@ -52,9 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("profiles", nargs="+", help="profile files to update in place")
     parser.add_argument("--dtypes", default=",".join(DEFAULT_DTYPES), help="comma list (default bf16,fp16)")
     parser.add_argument("--workers", type=int, default=None, help="compile processes (default: CPUs)")
+    parser.add_argument(
+        "--decode", action="store_true", help="only the decode family's configs (the other builds are kept)"
+    )
     args = parser.parse_args(argv)
     try:
-        refresh(args.profiles, [d for d in args.dtypes.split(",") if d], args.workers)
+        refresh(args.profiles, [d for d in args.dtypes.split(",") if d], args.workers, args.decode)
     except TheodoliteError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
