@@ -134,7 +134,9 @@ def slope_pairs(timings: Sequence[Timing]) -> list[tuple[int, int]]:
     return pairs
 
 
-def residuals(predicted: np.ndarray, measured: np.ndarray, mode: str, pairs: Sequence[tuple[int, int]] = ()) -> np.ndarray:
+def residuals(
+    predicted: np.ndarray, measured: np.ndarray, mode: str, pairs: Sequence[tuple[int, int]] = ()
+) -> np.ndarray:
     """log(predicted / measured) per timing ("level") or per K pair's difference ("slope")."""
     if mode == "level":
         return np.log(np.maximum(predicted, 1e-12) / measured)
@@ -188,11 +190,12 @@ def fit(
     bootstrap: int = 8,
     seed: int = 0,
     max_nfev: int = 60,
+    by_timing: bool = False,
 ) -> FitResult:
     """Fit ``names`` to the timings (others at ``base``, else the profile's/defaults); bootstrap over groups.
 
-    Groups are shapes (level) or K pairs (slope): a resample draws them with replacement, so the spread says how
-    much the value depends on which shapes were timed."""
+    Groups are shapes (level; ``by_timing``: single timings, for a probe of few shapes) or K pairs (slope): a
+    resample draws them with replacement, so the spread says how much the value depends on which were timed."""
     base = dict(base or {})
     with overrides(base):
         current = hardware_module.current_parameters(profile)
@@ -204,7 +207,10 @@ def fit(
         raise ValueError("slope mode needs timings of one config on shapes that differ only in K")
     everything = np.arange(len(timings))
     values, rms = _solve(predictor, names, base, start, everything, mode, pairs, max_nfev)
-    groups = [list(p) for p in pairs] if mode == "slope" else list(predictor.by_shape.values())
+    if mode == "slope":
+        groups = [list(p) for p in pairs]
+    else:
+        groups = [[i] for i in everything] if by_timing else list(predictor.by_shape.values())
     rng = random.Random(seed)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(bootstrap if len(groups) > 1 else 0):
@@ -212,7 +218,7 @@ def fit(
         rows = np.array(sorted({i for group in drawn for i in group}), dtype=int)
         weights = np.concatenate([np.array(group, dtype=int) for group in drawn])  # duplicates weigh double
         resample, _ = _solve(predictor, names, base, values, weights if mode == "level" else rows, mode, pairs,
-                             max_nfev // 2)  # fmt: skip
+                             max(10, max_nfev // 2))  # fmt: skip
         for name in names:
             samples[name].append(resample[name])
     spread = {name: float(np.std(samples[name])) if samples[name] else math.nan for name in names}
@@ -251,8 +257,12 @@ def selection_score(profile: Profile, timings: Sequence[Timing], values: Mapping
 
 
 def holdout(
-    profile: Profile, timings: Sequence[Timing], names: Sequence[str], base: Mapping[str, float] | None = None,
-    seed: int = 0, max_nfev: int = 60,
+    profile: Profile,
+    timings: Sequence[Timing],
+    names: Sequence[str],
+    base: Mapping[str, float] | None = None,
+    seed: int = 0,
+    max_nfev: int = 60,
 ) -> dict[str, float]:
     """Fit on half the shapes, score on the other half (``selection_score``): the out-of-sample check of the fit."""
     train, test = split_shapes(timings, seed)
