@@ -460,13 +460,13 @@ def bench_shape(
 
 
 def final_round(
-    m: int, n: int, k: int, keys: Sequence[str], settings: BenchSettings, timer: Timer
+    m: int, n: int, k: int, keys: Sequence[str], settings: BenchSettings, timer: Timer, budget_ms: float = 1500.0
 ) -> tuple[dict[str, float], dict[str, str]]:
     """torch.matmul (key ``results.TORCH_KEY``) and the configs ``keys`` timed again side by side.
 
     Every candidate is checked first; then round by round each is timed once (an L2-flushed run, or a
     batch of back-to-back calls on rotated copies for inputs that fit in L2), the order shifted and
-    reversed every round, medians kept.  Returns (times, errors)."""
+    reversed every round, medians kept (flushed runs: within about ``budget_ms``).  Returns (times, errors)."""
     from theodolite.kernels.launch import _FAST, _fast_key, gemm, plan_gemm
 
     from theodolite.results import TORCH_KEY
@@ -505,7 +505,7 @@ def final_round(
         if timer.last_mode != "graph":
             errors["@timing"] = timer.last_mode
     else:
-        times = timer.flushed_interleaved([calls[0] for calls in candidates])
+        times = timer.flushed_interleaved([calls[0] for calls in candidates], budget_ms)
     return dict(zip(names, times, strict=True)), errors
 
 

@@ -6,10 +6,11 @@ no latency term) rather than being replaced by a guess about some GPU.
 
 Model parameters (``MODEL_PARAMETERS``) are not hardware figures but named constants of the
 model's structure; each is overridden by the profile metric of the same name (schema METRICS
-``model_*``, method "model-fit").  The code defaults are the fallback for profiles without a fit
-(datasheet profiles; ``Hardware.defaults_used`` names them); the measured profiles carry values
-from ``python -m theodolite.model.evaluate RESULTS... --fit/--set ... --write-profile P`` on their
-GPU's validation sweeps (reports/results/validate-*-h100.json, -h200.json).
+``model_*``).  The code defaults are the fallback for profiles without them (datasheet profiles;
+``Hardware.defaults_used`` names them).  ``python -m theodolite calibrate`` measures every parameter in
+FITTED_PARAMETERS on the GPU at hand (method "calibration-probe": a targeted microbenchmark; "calibration-fit":
+the fit on calibrate's own shape set; theodolite.probes.model_stage).  ``python -m theodolite.model.evaluate
+RESULTS --fit ... --write-profile`` remains a research tool (method "model-fit", fitted on report suites: in-sample).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "shared memory and the barrier before the matrix instructions are one dependent chain)",
     ),
     "model_scalar_loads_in_flight": (
-        32.0,
+        64.0,
         "scalar (misaligned-row) loads one thread keeps outstanding per K-iteration before waiting for them",
     ),
     "model_streamk_slowdown": (
@@ -134,15 +135,16 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
 }
 
 
-# The parameters fitted to measured data (the rest of MODEL_PARAMETERS are structural constants); a profile
-# without them runs on the code defaults above, which Hardware.defaults_used names.
+# The parameters calibrate determines on each GPU (``python -m theodolite calibrate``: a probe each, or the fit on its
+# calibration shape set; model.calibration_probes has the table of every parameter's fate); the rest of
+# MODEL_PARAMETERS are structural constants.  A profile without them runs on the code defaults above, which
+# Hardware.defaults_used names.
 FITTED_PARAMETERS = (
-    "model_iteration_overhead", "model_tile_overhead", "model_latency_hiding", "model_tma_latency_hiding",
-    "model_mma_small_rate", "model_mma_instruction_overhead", "model_launch_extra", "model_tma_launch_extra",
-    "model_tma_iteration_overhead", "model_streamk_slowdown", "model_streamk_reduce_cost", "model_splitk_reduce_cost",
-    "model_scalar_load_cost", "model_scalar_k_load_share",
-    "model_scalar_round_trips", "model_scalar_loads_in_flight", "model_l2_bandwidth_scale", "model_flatten_hiding",
-    "model_zero_fill_cycles", "model_tma_l2_bandwidth_scale", "model_composite_iteration_overhead",
+    "model_launch_extra", "model_tma_launch_extra", "model_iteration_overhead", "model_tile_overhead",
+    "model_zero_fill_cycles", "model_splitk_reduce_cost", "model_scalar_load_cost", "model_scalar_k_load_share",
+    "model_latency_hiding", "model_tma_latency_hiding", "model_mma_small_rate", "model_l2_bandwidth_scale",
+    "model_tma_l2_bandwidth_scale", "model_flatten_hiding", "model_streamk_reduce_cost",
+    "model_composite_iteration_overhead",
 )  # fmt: skip
 
 

@@ -39,6 +39,13 @@ def _fake(monkeypatch, calls: list[str], *, interrupt: bool = False) -> None:
 
     monkeypatch.setattr(calibrate, "run_probes", fake_run)
 
+    def fake_model(profile, quick, progress, exclude=()):  # type: ignore[no-untyped-def]
+        calls.append("model")
+        progress("model fit", 0, 1)
+        return profile, {"model fit": 0.5}
+
+    monkeypatch.setattr(calibrate, "run_model_stage", fake_model)
+
 
 def test_writes_valid_profile_and_refuses_overwrite(monkeypatch, tmp_path, capsys):
     calls: list[str] = []
@@ -52,9 +59,9 @@ def test_writes_valid_profile_and_refuses_overwrite(monkeypatch, tmp_path, capsy
     assert main(["calibrate", "-o", str(target)]) == 2
     assert "--force" in capsys.readouterr().err
     assert target.stat().st_mtime_ns == before
-    assert calls == ["run"]
-    assert main(["calibrate", "-o", str(target), "--force"]) == 0
-    assert calls == ["run", "run"]
+    assert calls == ["run", "model"]
+    assert main(["calibrate", "-o", str(target), "--force", "--no-model"]) == 0
+    assert calls == ["run", "model", "run"]
     assert not [p for p in target.parent.iterdir() if p.name != "p.h5"]  # no temporary left
 
 
@@ -134,3 +141,16 @@ def test_kernel_builds_come_back_from_the_subprocess(monkeypatch):
     monkeypatch.setattr(runner, "_BUILD_SCRIPT", script)
     builds = runner._compile_in_subprocess("sm_90", 60)
     assert len(builds) == 1 and builds[0].n_regs == 168 and builds[0].config_key == row["config_key"]
+
+
+def test_model_only_refuses_another_gpus_profile(monkeypatch, tmp_path, capsys):
+    calls: list[str] = []
+    _fake(monkeypatch, calls)
+    source = tmp_path / "h100.h5"
+    assert main(["calibrate", "-o", str(source), "--no-model"]) == 0
+    monkeypatch.setattr("torch.cuda.get_device_name", lambda device=None: "NVIDIA H200")
+    assert main(["calibrate", "--model-only", str(source), "-o", str(tmp_path / "out.h5")]) == 2
+    assert "H200" in capsys.readouterr().err and calls == ["run"]
+    monkeypatch.setattr("torch.cuda.get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    assert main(["calibrate", "--model-only", str(source), "-o", str(tmp_path / "out.h5")]) == 0
+    assert calls == ["run", "model"] and (tmp_path / "out.h5").exists()

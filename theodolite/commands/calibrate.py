@@ -60,6 +60,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="replace an existing profile")
     parser.add_argument("--no-builds", action="store_true", help="skip compiling the GEMM configs' kernel builds")
     parser.add_argument("--diagnostics", type=Path, default=None, help="also write the probes' diagnostics (JSON)")
+    parser.add_argument("--no-model", action="store_true", help="skip the model stage (its parameters keep defaults)")
+    parser.add_argument(
+        "--model-only", type=Path, default=None, metavar="PROFILE",
+        help="run only the model stage on this GPU's existing profile (written to -o, else replacing it with --force)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--exclude-suite", action="append", default=[], metavar="SUITE",
+        help="a report suite the model stage's calibration shapes must avoid (llm and random-dev always are)",
+    )  # fmt: skip
 
 
 def device_count() -> int:
@@ -81,6 +90,40 @@ def run_probes(device: int, quick: bool, with_builds: bool, progress: Any):
     from theodolite.probes.runner import run_probes as runner
 
     return runner(device, quick=quick, on_probe=progress, with_builds=with_builds)
+
+
+def run_model_stage(profile: Any, quick: bool, progress: Any, exclude: Any = ()) -> tuple[Any, dict[str, float]]:
+    """Indirection so tests can swap the GPU model stage for a fake one."""
+    from theodolite.probes.model_stage import for_calibrate
+
+    return for_calibrate(profile, quick, progress, exclude=exclude)
+
+
+def _model_only(args: argparse.Namespace) -> int:
+    """The model stage alone on an existing profile of this GPU (saves the probes' time)."""
+    from theodolite.probes.model_stage import show
+    from theodolite.probes.runner import require_device
+    from theodolite.profile import load_profile, save_profile
+
+    require_device(args.device)
+    import torch
+
+    profile = load_profile(args.model_only)
+    here = torch.cuda.get_device_name(args.device)
+    if profile.device_name != here:
+        raise ProfileError(f"{args.model_only}: a profile of {profile.device_name}, but device {args.device} is {here}")
+    path = args.output if args.output is not None else args.model_only
+    _check_target(path, args.force)
+    from rich.progress import Progress
+
+    with Progress(transient=False) as progress:
+        task = progress.add_task("model stage", total=None)
+        updated, seconds = run_model_stage(profile, args.quick, lambda text, i, n: progress.update(
+            task, total=n, completed=i, description=text), args.exclude_suite)  # fmt: skip
+    save_profile(updated, path, overwrite=True)
+    print(show(updated))
+    print("; ".join(f"{name} {value:.1f}s" for name, value in seconds.items()) + f" -> {path}")
+    return 0
 
 
 def _check_target(path: Path, force: bool) -> None:
@@ -184,6 +227,7 @@ def _all_devices(args: argparse.Namespace) -> int:
     for index, target in enumerate(targets):
         command = [sys.executable, "-m", "theodolite", "calibrate", "--device", str(index), "-o", str(target)]
         command += ["--quick"] * args.quick + ["--force"] * args.force + ["--no-builds"] * args.no_builds
+        command += ["--no-model"] * args.no_model
         processes.append(subprocess.Popen(command))
     codes = [process.wait() for process in processes]
     for target, code in zip(targets, codes, strict=False):
@@ -194,6 +238,8 @@ def _all_devices(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.all_devices:
         return _all_devices(args)
+    if args.model_only is not None:
+        return _model_only(args)
     from theodolite.probes.runner import require_device
     from theodolite.profile import save_profile
 
@@ -219,10 +265,19 @@ def run(args: argparse.Namespace) -> int:
             if args.diagnostics is not None and partial is not None:
                 _write_partial_diagnostics(partial, args.diagnostics)
             raise
+        if not args.no_model:
+            profile, seconds = run_model_stage(outcome.profile, args.quick, lambda text, i, n: progress.update(
+                task, total=n, completed=i, description=text), args.exclude_suite)  # fmt: skip
+            outcome.profile = profile
+            outcome.probe_seconds.update(seconds)
         progress.update(task, completed=progress.tasks[0].total or 1, description="done")
     _check_target(path, args.force)
     save_profile(outcome.profile, path, overwrite=args.force)
     if args.diagnostics is not None:
         _write_diagnostics(outcome, args.diagnostics)
     _summary(outcome, path, time.perf_counter() - begin)
+    if not args.no_model:
+        from theodolite.probes.model_stage import show
+
+        print(show(outcome.profile))
     return 0

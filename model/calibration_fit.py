@@ -1,0 +1,274 @@
+"""Model parameters from timings of the bundled kernels: probes solve one parameter each, a fit the rest.
+
+Pure (numpy/scipy, no GPU): the timings come in as ``Timing`` rows (a shape, a config key, seconds), so the
+calibrate stage (``theodolite.probes.model_stage``) and the CPU tests share every line here.
+
+Each parameter is determined by least squares of log(predicted / measured) over its timings (``mode``
+"level"), or of the log of the difference between the timings of a shape pair that differ only in K
+(``mode`` "slope": a per-K-step cost with the fixed costs cancelled).  The model is evaluated on the
+vectorised config table (``model.predict.evaluate``) with the parameters as process-wide overrides that are
+restored afterwards, so nothing leaks into selection.  The spread of each parameter is the standard deviation of
+its value over bootstrap resamples of the groups (shapes of the calibration set, pairs of a probe); the hold-out
+score fits on half the shapes and scores the other half.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from theodolite.kernels.config import Problem
+from theodolite.model import hardware as hardware_module
+from theodolite.model.predict import ConfigTable, evaluate
+
+from theodolite.profile.schema import Profile
+
+# (lower, upper) of each calibrated parameter: wide physical ranges, positive (the schema stores values > 0)
+BOUNDS: dict[str, tuple[float, float]] = {
+    "model_launch_extra": (1e-9, 2e-5),
+    "model_tma_launch_extra": (1e-9, 2e-5),
+    "model_iteration_overhead": (0.5, 5000.0),
+    "model_tile_overhead": (1.0, 20000.0),
+    "model_zero_fill_cycles": (0.01, 200.0),
+    "model_splitk_reduce_cost": (0.05, 20.0),
+    "model_scalar_load_cost": (0.1, 50.0),
+    "model_scalar_k_load_share": (0.02, 10.0),
+    "model_latency_hiding": (0.02, 1.0),
+    "model_tma_latency_hiding": (0.02, 1.0),
+    "model_mma_small_rate": (0.02, 1.0),
+    "model_l2_bandwidth_scale": (0.2, 5.0),
+    "model_tma_l2_bandwidth_scale": (0.2, 5.0),
+    "model_flatten_hiding": (0.01, 1.0),
+    "model_streamk_reduce_cost": (0.05, 20.0),
+    "model_tma_iteration_overhead": (0.01, 2000.0),
+    "model_composite_iteration_overhead": (0.01, 2000.0),
+}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One measured (shape, config): seconds per call as the harness timed it."""
+
+    m: int
+    n: int
+    k: int
+    layout: str
+    key: str
+    seconds: float
+    dtype: str = "bf16"
+
+    @property
+    def problem(self) -> Problem:
+        return Problem(self.m, self.n, self.k, dtype=self.dtype, layout=self.layout)
+
+    @property
+    def shape(self) -> tuple[int, int, int, str, str]:
+        return (self.m, self.n, self.k, self.layout, self.dtype)
+
+
+@dataclass
+class FitResult:
+    """Fitted values with how well they are determined."""
+
+    values: dict[str, float]
+    residual_rms: float  # RMS of the residuals (log ratio) at the solution
+    spread: dict[str, float] = field(default_factory=dict)  # bootstrap standard deviation per parameter
+    samples: dict[str, list[float]] = field(default_factory=dict)  # the bootstrap values
+    points: int = 0
+    groups: int = 0
+
+
+@contextlib.contextmanager
+def overrides(values: Mapping[str, float]) -> Iterator[None]:
+    """Model parameters as overrides inside the block only (the earlier overrides restored after, no cache touched:
+    the tables built inside are private to the caller)."""
+    saved = dict(hardware_module._OVERRIDES)
+    hardware_module._OVERRIDES.update({name: float(value) for name, value in values.items()})
+    try:
+        yield
+    finally:
+        hardware_module._OVERRIDES.clear()
+        hardware_module._OVERRIDES.update(saved)
+
+
+class Predictor:
+    """Predicted seconds of a fixed list of timings under any parameter values (one table build per call)."""
+
+    def __init__(self, profile: Profile, timings: Sequence[Timing]) -> None:
+        self.profile = profile
+        self.timings = list(timings)
+        self.by_shape: dict[tuple[int, int, int, str, str], list[int]] = {}
+        for i, t in enumerate(self.timings):
+            self.by_shape.setdefault(t.shape, []).append(i)
+        self.measured = np.array([t.seconds for t in self.timings], dtype=float)
+
+    def __call__(self, values: Mapping[str, float]) -> np.ndarray:
+        out = np.empty(len(self.timings))
+        with overrides(values):
+            tables: dict[str, ConfigTable] = {}
+            for shape, rows in self.by_shape.items():
+                dtype = shape[4]
+                table = tables.get(dtype) or tables.setdefault(dtype, ConfigTable(self.profile, dtype))
+                times, _ = evaluate(table, self.timings[rows[0]].problem)
+                for i in rows:
+                    index = table.index.get(self.timings[i].key)
+                    if index is None:
+                        raise KeyError(f"config {self.timings[i].key} is not in the {dtype} config space")
+                    out[i] = times[index]
+        return out
+
+
+def slope_pairs(timings: Sequence[Timing]) -> list[tuple[int, int]]:
+    """Index pairs (shorter K, longer K) of timings of one config on shapes that differ only in K."""
+    groups: dict[tuple[int, int, str, str, str], list[int]] = {}
+    for i, t in enumerate(timings):
+        groups.setdefault((t.m, t.n, t.layout, t.dtype, t.key), []).append(i)
+    pairs = []
+    for rows in groups.values():
+        rows = sorted(rows, key=lambda i: timings[i].k)
+        pairs += [(a, b) for a, b in zip(rows, rows[1:], strict=False) if timings[a].k < timings[b].k]
+    return pairs
+
+
+def residuals(
+    predicted: np.ndarray, measured: np.ndarray, mode: str, pairs: Sequence[tuple[int, int]] = ()
+) -> np.ndarray:
+    """log(predicted / measured) per timing ("level") or per K pair's difference ("slope")."""
+    if mode == "level":
+        return np.log(np.maximum(predicted, 1e-12) / measured)
+    if mode == "slope":
+        lo = np.array([a for a, _ in pairs], dtype=int)
+        hi = np.array([b for _, b in pairs], dtype=int)
+        floor = 1e-3 * measured[hi]  # a measured difference at or below noise still scores (as a small one)
+        return np.log(np.maximum(predicted[hi] - predicted[lo], floor) / np.maximum(measured[hi] - measured[lo], floor))
+    raise ValueError(f"unknown residual mode {mode!r} (level or slope)")
+
+
+def _solve(
+    predictor: Predictor,
+    names: Sequence[str],
+    base: Mapping[str, float],
+    start: Mapping[str, float],
+    rows: np.ndarray,
+    mode: str,
+    pairs: Sequence[tuple[int, int]],
+    max_nfev: int,
+) -> tuple[dict[str, float], float]:
+    """Least squares in log-parameter space over the timings ``rows`` (slope mode: the pairs inside them)."""
+    from scipy.optimize import least_squares
+
+    lower = np.log([BOUNDS[name][0] for name in names])
+    upper = np.log([BOUNDS[name][1] for name in names])
+    x0 = np.clip(np.log([max(start[name], 1e-300) for name in names]), lower + 1e-9, upper - 1e-9)
+    keep = set(int(i) for i in rows)
+    chosen = [p for p in pairs if p[0] in keep and p[1] in keep]
+
+    def function(x: np.ndarray) -> np.ndarray:
+        values = {**base, **{name: float(math.exp(v)) for name, v in zip(names, x, strict=True)}}
+        predicted = predictor(values)
+        if mode == "slope":
+            return residuals(predicted, predictor.measured, mode, chosen)
+        return residuals(predicted[rows], predictor.measured[rows], mode)
+
+    solution = least_squares(function, x0, bounds=(lower, upper), method="trf", x_scale=1.0, diff_step=1e-3,
+                             max_nfev=max_nfev, loss="soft_l1", f_scale=0.3)  # fmt: skip
+    values = {name: float(math.exp(v)) for name, v in zip(names, solution.x, strict=True)}
+    final = function(solution.x)
+    return values, float(np.sqrt(np.mean(final**2))) if final.size else math.nan
+
+
+def fit(
+    profile: Profile,
+    timings: Sequence[Timing],
+    names: Sequence[str],
+    base: Mapping[str, float] | None = None,
+    mode: str = "level",
+    bootstrap: int = 8,
+    seed: int = 0,
+    max_nfev: int = 60,
+    by_timing: bool = False,
+) -> FitResult:
+    """Fit ``names`` to the timings (others at ``base``, else the profile's/defaults); bootstrap over groups.
+
+    Groups are shapes (level; ``by_timing``: single timings, for a probe of few shapes) or K pairs (slope): a
+    resample draws them with replacement, so the spread says how much the value depends on which were timed."""
+    base = dict(base or {})
+    with overrides(base):
+        current = hardware_module.current_parameters(profile)
+    start = {name: current[name] if current[name] > 0 else math.sqrt(BOUNDS[name][0] * BOUNDS[name][1])
+             for name in names}  # fmt: skip
+    predictor = Predictor(profile, timings)
+    pairs = slope_pairs(timings) if mode == "slope" else []
+    if mode == "slope" and not pairs:
+        raise ValueError("slope mode needs timings of one config on shapes that differ only in K")
+    everything = np.arange(len(timings))
+    values, rms = _solve(predictor, names, base, start, everything, mode, pairs, max_nfev)
+    if mode == "slope":
+        groups = [list(p) for p in pairs]
+    else:
+        groups = [[i] for i in everything] if by_timing else list(predictor.by_shape.values())
+    rng = random.Random(seed)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(bootstrap if len(groups) > 1 else 0):
+        drawn = [groups[rng.randrange(len(groups))] for _ in groups]
+        rows = np.array(sorted({i for group in drawn for i in group}), dtype=int)
+        weights = np.concatenate([np.array(group, dtype=int) for group in drawn])  # duplicates weigh double
+        resample, _ = _solve(predictor, names, base, values, weights if mode == "level" else rows, mode, pairs,
+                             max(10, max_nfev // 2))  # fmt: skip
+        for name in names:
+            samples[name].append(resample[name])
+    spread = {name: float(np.std(samples[name])) if samples[name] else math.nan for name in names}
+    return FitResult(values, rms, spread, samples, len(timings), len(groups))
+
+
+def split_shapes(timings: Sequence[Timing], seed: int = 0) -> tuple[list[Timing], list[Timing]]:
+    """The timings cut in two halves by shape (seeded): every config of a shape on the same side."""
+    shapes = sorted({t.shape for t in timings})
+    random.Random(seed).shuffle(shapes)
+    first = set(shapes[: len(shapes) // 2])
+    return [t for t in timings if t.shape in first], [t for t in timings if t.shape not in first]
+
+
+def selection_score(profile: Profile, timings: Sequence[Timing], values: Mapping[str, float]) -> dict[str, float]:
+    """How the model under ``values`` does on timings it may not have seen: log-RMS of predicted / measured over all
+    of them, and per shape the efficiency of its pick among the timed configs (best time / the pick's time),
+    summarised as geomean, p5 and min; the median predicted / measured of the picks."""
+    predictor = Predictor(profile, timings)
+    predicted = predictor(values)
+    logs = np.log(predicted / predictor.measured)
+    efficiencies, ratios = [], []
+    for rows in predictor.by_shape.values():
+        pick = min(rows, key=lambda i: predicted[i])
+        efficiencies.append(min(predictor.measured[i] for i in rows) / predictor.measured[pick])
+        ratios.append(predicted[pick] / predictor.measured[pick])
+    eff = np.array(efficiencies)
+    return {
+        "log_rms": float(np.sqrt(np.mean(logs**2))),
+        "geomean": float(np.exp(np.mean(np.log(eff)))),
+        "p5": float(np.percentile(eff, 5)),
+        "min": float(eff.min()),
+        "abs_median": float(np.median(ratios)),
+        "shapes": len(efficiencies),
+    }
+
+
+def holdout(
+    profile: Profile,
+    timings: Sequence[Timing],
+    names: Sequence[str],
+    base: Mapping[str, float] | None = None,
+    seed: int = 0,
+    max_nfev: int = 60,
+) -> dict[str, float]:
+    """Fit on half the shapes, score on the other half (``selection_score``): the out-of-sample check of the fit."""
+    train, test = split_shapes(timings, seed)
+    if not train or not test:
+        raise ValueError("the hold-out split needs timings of at least two shapes")
+    result = fit(profile, train, names, base, bootstrap=0, max_nfev=max_nfev)
+    score = selection_score(profile, test, {**(base or {}), **result.values})
+    score["train_shapes"] = len({t.shape for t in train})
+    return score

@@ -1,0 +1,132 @@
+"""Targeted microbenchmarks of the bundled kernels, one model parameter each, and the fate of every parameter.
+
+A probe is a handful of (shape, config) timings chosen so that one term of the model dominates what differs
+between them; calibrate times them on the GPU at hand and solves the model for that one parameter
+(``calibration_fit.fit`` with one name), in the order below, each with the ones before it fixed.  What cannot be
+isolated this way is fitted on the calibration shape set (``calibration_shapes``), and what neither determines is
+a structural constant of the model (its code default), not a GPU fact.
+
+=====================================  ============  =================================================================
+parameter                              fate          how
+=====================================  ============  =================================================================
+model_launch_extra                     probe         tiny one-tile GEMMs, pointer-based configs, graph-replayed
+model_tma_launch_extra                 probe         the same tiny GEMMs with TMA configs (after the launch above)
+model_iteration_overhead               probe         one wave of 128x256 tiles, K 4096 -> 16384: the K-step slope
+model_tile_overhead                    probe         K of one step, many waves of tiles (a work item's fixed cost)
+model_zero_fill_cycles                 probe         K of one step on 8- and 12-stage pipelines (zero-filled stages)
+model_splitk_reduce_cost               probe         deep split-K (32, 64 slices) of skinny shapes: the reduction
+model_scalar_load_cost                 probe         misaligned N (element-wise B rows along N), no aligned copy
+model_scalar_k_load_share              probe         misaligned K (element-wise A rows along K), no aligned copy
+model_latency_hiding                   fit           calibration set: pipelined copies' latency share
+model_tma_latency_hiding               fit           calibration set: the same for TMA pipelines
+model_mma_small_rate                   fit           calibration set: synchronous matrix path (tiles of < 64 rows)
+model_l2_bandwidth_scale               fit           calibration set: L2 share of pointer-based tile loads
+model_tma_l2_bandwidth_scale           fit           calibration set: L2 share of TMA copies
+model_flatten_hiding                   fit           calibration set: share of an item's fixed cost a flat loop hides
+model_streamk_reduce_cost              fit           calibration set: Stream-K tail partial traffic
+model_composite_iteration_overhead     fit           calibration set: a composite tile's second dot per K-step
+model_streamk_slowdown                 structure     1: tail slices run in K lockstep (both GPUs' fits stayed at 1)
+model_scalar_round_trips               structure     1: never binds (ceil of loads per thread over in-flight is >= 1)
+model_scalar_loads_in_flight           structure     64: outstanding element-wise loads per thread
+model_mma_instruction_overhead         structure     1.25: no fit ever moved it from its default
+model_tma_iteration_overhead           structure     0: TMA K-steps cost what pointer-based ones do (fits gave 1-3
+                                                     cycles, below what the calibration set resolves: it hit its bound)
+model_issue_rate, model_load_instructions, model_mma_max_n, model_mma_min_m: structure (instruction widths and
+counts of the kernels' code, not GPU figures)
+=====================================  ============  =================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from theodolite.profile.schema import Profile
+
+# calibration-fit parameters: fitted together on the calibration shape set
+FIT_PARAMETERS = (
+    "model_latency_hiding", "model_tma_latency_hiding", "model_mma_small_rate", "model_l2_bandwidth_scale",
+    "model_tma_l2_bandwidth_scale", "model_flatten_hiding", "model_streamk_reduce_cost",
+    "model_composite_iteration_overhead",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One parameter's microbenchmark: shapes (M, N, K, layout) each timed with every config of ``keys``."""
+
+    name: str
+    parameter: str
+    shapes: tuple[tuple[int, int, int, str], ...]
+    keys: tuple[str, ...]
+    mode: str  # "level" or "slope" (calibration_fit.residuals)
+    why: str
+
+    def pairs(self) -> list[tuple[int, int, int, str, str]]:
+        """Every (M, N, K, layout, key) the probe times."""
+        return [(m, n, k, layout, key) for m, n, k, layout in self.shapes for key in self.keys]
+
+
+def _one_wave_side(profile: Profile) -> int:
+    """Tiles along M and along N with at most one tile per SM (the K-step slope runs one wave)."""
+    sms = int(profile.value("sm_count"))
+    side = 1
+    while (side + 1) ** 2 <= sms:
+        side += 1
+    return side
+
+
+def probes(profile: Profile, quick: bool = False) -> list[Probe]:
+    """The probes in solving order (each later one with the earlier results fixed); ``quick`` times fewer shapes."""
+    side = _one_wave_side(profile)
+    wave_m, wave_n = side * 128, side * 256
+    long_k = (4096, 8192) if quick else (4096, 8192, 16384)
+    tiny = ((64, 64, 64, "nn"), (128, 128, 64, "nn")) if quick else ((64, 64, 64, "nn"), (128, 128, 64, "nn"),
+                                                                         (64, 128, 128, "nt"))  # fmt: skip
+    return [
+        Probe("launch", "model_launch_extra", tiny,
+              ("persistent/64x64x64/g8/w4/s4/k1", "persistent/64x64x32/g8/w4/s2/k1"), "level",
+              "one tile: the launch and one work item, nothing to overlap"),
+        Probe("tma-launch", "model_tma_launch_extra", tiny,
+              ("tma/64x128x64/g8/w4/s4/k1", "tma/128x128x64/g8/w8/s4/k1"), "level",
+              "the same tiny GEMMs through TMA configs: their descriptors' extra launch cost"),
+        Probe("iteration", "model_iteration_overhead",
+              tuple((wave_m, wave_n, k, "nn") for k in long_k),
+              ("persistent/128x256x64/g8/w8/s4/k1/f",), "slope",
+              "one wave of one 128x256 tile per SM, K grown: the time per K-step beyond its matrix instructions"),
+        Probe("tile", "model_tile_overhead",
+              ((4096, 4096, 32, "nn"),) if quick else ((4096, 4096, 32, "nn"), (2048, 8192, 32, "nn")),
+              ("persistent/64x64x32/g8/w4/s2/k1", "persistent/16x64x32/g8/w4/s2/k1"), "level",
+              "K of one step over many waves of tiles: each work item's fixed cost"),
+        Probe("zero-fill", "model_zero_fill_cycles",
+              ((2048, 2048, 64, "nn"),) if quick else ((2048, 2048, 64, "nn"), (4096, 1024, 64, "nn")),
+              ("persistent/64x64x64/g8/w4/s12/k1", "persistent/64x64x64/g8/w4/s8/k1"), "level",
+              "one K-step on deep pipelines: the prologue zero-fills the stages beyond it"),
+        Probe("splitk-reduce", "model_splitk_reduce_cost",
+              ((32, 512, 32768, "nn"),) if quick else ((32, 512, 32768, "nn"), (16, 1024, 16384, "nn")),
+              ("splitk/16x64x128/g8/w4/s4/k32", "splitk/16x64x128/g8/w4/s4/k64"), "level",
+              "deep split-K of a skinny shape: the partials' reduction is most of the time"),
+        Probe("scalar", "model_scalar_load_cost",
+              ((64, 4095, 1024, "nn"),) if quick else ((64, 4095, 1024, "nn"), (64, 2047, 2048, "nn")),
+              ("persistent/64x64x64/g8/w4/s4/k1", "persistent/64x128x64/g8/w4/s4/k1"), "level",
+              "B's rows misaligned (odd N), too small to copy: element-wise loads along N"),
+        Probe("scalar-k", "model_scalar_k_load_share",
+              ((4096, 64, 1023, "nn"),) if quick else ((4096, 64, 1023, "nn"), (2048, 64, 2047, "nn")),
+              ("persistent/64x64x64/g8/w4/s4/k1", "persistent/128x64x64/g8/w4/s3/k1"), "level",
+              "A's rows misaligned (odd K), too small to copy: element-wise loads along K"),
+    ]  # fmt: skip
+
+
+def probe_parameters() -> tuple[str, ...]:
+    """The parameters the probes measure (any profile: the list does not depend on the GPU)."""
+    return tuple(p.parameter for p in probes(_any_profile()))
+
+
+def _any_profile() -> Profile:
+    from theodolite.profile.datasheet import h100_sxm
+
+    return h100_sxm()
+
+
+def all_pairs(items: Sequence[Probe]) -> list[tuple[int, int, int, str, str]]:
+    return [pair for probe in items for pair in probe.pairs()]
