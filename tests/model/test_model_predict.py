@@ -374,7 +374,7 @@ def test_synchronous_warp_grid_matches_the_compiled_layouts() -> None:
 def test_synchronous_tiles_read_a_once_per_warp_along_n() -> None:
     """A 16x64x128 tile with 4 warps moves 52 KB of shared memory per K-step (20 KB copied in, A's 4 KB read by
     each of the 4 warps, B's 16 KB once); two resident programs measured 0.48 us a step each on the H100, what
-    52 KB at its shared-memory bandwidth takes (reports/results/experiments/tile-steps-h100.json)."""
+    52 KB at its shared-memory bandwidth takes (experiments/tile-steps-h100.json)."""
     import numpy as np
     from theodolite.model.compute import smem_time
 
