@@ -1,4 +1,4 @@
-"""What the device experiments share (``pitch_copy.py``, ``small_copy.py``, ``sync_prefetch.py``, ``short_k.py``,
+"""What the device experiments share (``small_copy.py``, ``short_k.py``,
 ``decode_tiles.py``, ``zero_fill.py``, ``deep_splitk.py``, ``splitk_reduce.py``, ``streamk_rounds.py``,
 ``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``,
 ``out_vec.py``, ``composite_tiles.py``, ``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``,

@@ -1,15 +1,13 @@
-"""Two offline checks of the loaded-latency K-step (``queue-form.patch``), behind figures in the README section "The
-loaded-latency K-step with six deep configs".  Run from the repository root with the patch applied (and, for
-``fast-misses``, its profiles copied over ``profiles/``)::
+"""Two offline checks of the loaded-latency K-step (``model.core.stage_wait``), on today's model and bundled
+profiles.  Run from the repository root (no GPU)::
 
     python experiments/queue_checks.py more-sms [COUNT] [SEED]
     python experiments/queue_checks.py fast-misses
 
 ``more-sms``: random shapes (log-uniform 1..16384) and 1-64 more SMs on the H100 datasheet profile, the best time over
 the configs legal on both (as ``tests/model/test_model_predict.py::test_more_sms_never_slower``), the worst ratios
-printed (averaged over the waves, as the patch has it: 1.0000 on 120 shapes; with the load per wave, the nineteenth
-session's patch, ``git show e810e0a:experiments/queue-form.patch``: up to 1.104, 551x12184x1017 with
-38 more SMs).
+printed (the wait averaged over the waves: 1.0000 on 120 shapes; an earlier form with the load per wave,
+``git show e810e0a:reports/results/experiments/queue-form.patch``, read up to 1.104, 551x12184x1017 with 38 more SMs).
 ``fast-misses``: the fast path against the exact argmin on the bundled H100 profile, the 1200 problems of
 ``test_fast_pick_is_the_full_argmin_on_the_measured_profile``, misses and their predicted-time ratios.
 """

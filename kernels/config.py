@@ -591,7 +591,7 @@ ALIGN_COPY_MIN_REUSE = 128
 # and GPU time), so tiny problems run uncopied with element-wise loads.  H100 bf16, 2026-11-23, the 118
 # random-dev shapes this rule touches, timed uncopied and copied side by side with torch.matmul: best
 # config vs torch geomean 0.986 never copying below 2e9 FLOPs, 1.007 with any threshold in [4e8, 1e9],
-# 0.906 copying always (experiments/align-copy-*-h100.json).
+# 0.906 copying always (theodolite validate --shapes experiments/align-copy-shapes.csv with THEODOLITE_ALIGN_COPY_MIN_FLOPS set).
 # THEODOLITE_ALIGN_COPY_MIN_FLOPS (read at import) overrides it for side-by-side experiments.
 ALIGN_COPY_MIN_FLOPS = float(os.environ.get("THEODOLITE_ALIGN_COPY_MIN_FLOPS", "6e8"))
 
