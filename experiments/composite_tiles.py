@@ -18,7 +18,7 @@ shape.  Run on a GPU from the repository root (writes ``$OUT/composite-tiles-<gp
 ``--host``: descriptors made on the host (as ``kernels/tma.py`` ships them; ``-host`` added to the file's name);
 ``--only``: those shapes of ``SHAPES`` (names or MxNxK); ``--stages``: those pipeline depths where they fit.
 
-Since the twenty-seventh session the TMA kernel runs composite tiles itself (``GemmConfig.block_n1``): ``--space SUITE``
+Since 2026-11-27 the TMA kernel runs composite tiles itself (``GemmConfig.block_n1``): ``--space SUITE``
 times the space's composite configs (``SPACE``) on every shape of a suite beside the sweep's three fastest and
 torch.matmul (``$OUT/composite-space-<suite>-<gpu>.json``); ``--merge TIMES RESULTS`` (no GPU) adds those times to a
 committed results file (``harness.merge_times``).

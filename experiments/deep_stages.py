@@ -53,7 +53,7 @@ WINNERS = ("persistent/64x64x64/g8/w4/s8/k1", "persistent/64x64x64/g8/w4/s12/k1"
            "tma/128x128x64/g8/w8/s6/k1")  # fmt: skip
 
 
-# the deep-pipeline configs timed for the space (nineteenth session, ``--space``): those that won an llm shape by 1% or
+# the deep-pipeline configs timed for the space (2026-11-26, ``--space``): those that won an llm shape by 1% or
 # more on either GPU in the ``--all`` runs, but split-K 64x64x64 s8 k2 (one H200 shape) and the TMA 64x64x64 ones
 # (near ties of the persistent builds)
 SPACE = ("persistent/64x64x64/g8/w4/s8/k1", "persistent/64x64x64/g8/w4/s12/k1", "persistent/64x128x64/g8/w4/s8/k1",

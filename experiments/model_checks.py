@@ -1,5 +1,5 @@
-"""CPU checks of the model against the committed sweeps, behind the twelfth session's figures (experiments README,
-"Model: TMA latency hiding fitted"; no GPU):
+"""CPU checks of the model against the committed sweeps, behind the figures of experiments/README.md's
+entry "Model: TMA latency hiding fitted" (2026-11-23; no GPU):
 
     python3 experiments/model_checks.py exact
         the exact argmin (every legal config) scored on the four validate-*.json files (the fast path is what
@@ -8,14 +8,14 @@
         measured / predicted time of tma/X over persistent/X (same config) per tiles-per-SM band
     python3 experiments/model_checks.py tma-bounds h100|h200
         the same pairs' median measured / predicted ratio, grouped by what bounds the pointer config in the model
-        (L2 time over its SM time) and by size (twenty-third session, "TMA's share of the L2")
+        (L2 time over its SM time) and by size (2026-11-27, "TMA's share of the L2")
     python3 experiments/model_checks.py splitk-pairs h100|h200
         split-K config minus the same tile's persistent config, measured minus predicted (us), per tile and split
     python3 experiments/model_checks.py fast-misses
         how often the fast path misses the exact argmin on 1200 random shapes (datasheet and measured H100)
     python3 experiments/model_checks.py scalar-steps h100|h200
         element-wise builds: time per K-step of one-wave split-K configs (the slope of time over K-steps per
-        slice, same shape and tile, splits 2-16), measured over predicted per tile (thirteenth session)
+        slice, same shape and tile, splits 2-16), measured over predicted per tile (2026-11-23)
 
 Each takes ``model_param=value`` overrides after its arguments (the figures before a parameter changed: e.g.
 ``tma-pairs h100 model_tma_latency_hiding=1``); ``fast-misses TILE_SLACK=0`` sets a fast-path constant.

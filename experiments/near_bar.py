@@ -11,7 +11,7 @@ shape.  Run on a GPU from the repository root (writes ``$OUT/near-bar-<gpu>.json
 
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/near_bar.py
 
-``--space SUITE`` times SPACE (the candidates that won a shape, in the kernels' space since the twenty-fifth session) on
+``--space SUITE`` times SPACE (the candidates that won a shape, in the kernels' space since 2026-11-27) on
 every shape of a suite the same way; ``--merge TIMES RESULTS`` (no GPU) adds those times to a committed results file
 (``harness.merge_times``); ``--model FILE PROFILE`` (no GPU) prints, per shape of a run, the sweep's best over SPACE's
 best measured beside the model's view with SPACE added to the space.
@@ -30,8 +30,8 @@ CANDIDATES = (
     + ["persistent/64x64x64/g8/w4/s6/k1", "persistent/64x128x64/g8/w4/s6/k1", "persistent/128x64x64/g8/w4/s6/k1"]
 )
 BAR = 0.9
-# the candidates that beat a shape's sweep best in the first run (near-bar-h100.json); in kernels.config's space since the
-# twenty-fifth session
+# the candidates that beat a shape's sweep best in the first run (near-bar-h100.json); in kernels.config's space since
+# 2026-11-27
 SPACE = (
     "splitk/64x64x64/g8/w4/s8/k2", "splitk/64x64x64/g8/w4/s8/k3", "splitk/64x64x128/g8/w4/s4/k3",
     "splitk/64x64x128/g8/w4/s4/k5", "splitk/64x64x128/g8/w4/s4/k12", "splitk/16x64x128/g8/w4/s4/k6",

@@ -8,7 +8,7 @@ deep-pipeline configs is scored against its own oracle.
     python experiments/queue_fit.py RESULTS... --profile P [--without KEY...] \
         [--fit PARAM... --bars 20] [--set PARAM=VALUE...] [--write-profile P]
 
-Every other argument is ``evaluate``'s.  Used in the twentieth session (README, "The loaded-latency K-step with six
+Every other argument is ``evaluate``'s.  Used on 2026-11-26 (CHANGELOG.md, "The loaded-latency K-step with six
 deep configs").
 """
 

@@ -2,7 +2,7 @@
 
 A misaligned operand that cannot take 4- or 8-byte vectors is read element-wise (``A_VEC``/``B_VEC`` 1).  Its loads
 had a 64-bit pointer per element, carried across the K loop and advanced every step: two registers per loaded
-element, which put the element-wise builds at 240-255 registers, some spilling (thirteenth session, "Element-wise
+element, which put the element-wise builds at 240-255 registers, some spilling (measured 2026-11-23, "Element-wise
 loads one K-step ahead").  ``kernels.epilogue.SCALAR_OFFSETS`` addresses them instead by int32 offsets inside the
 tile (one register each, loop-invariant) from a scalar base that walks K; rows/columns past the edge are clamped to
 the last one instead of wrapped (loaded, never stored), so the offsets stay inside the tile.

@@ -4,7 +4,7 @@
 is 8 only where N is a multiple of 8: an output whose N is odd, or 2, 4 or 6 mod 8, is stored two bytes at a time.
 With B stored transposed (layout nt: B's rows run along K) the operands stay aligned whatever N is, so the times of
 N = base, base-1, base-2, base-4 differ by the output's stores alone (and a few percent less work).  Also: the same
-output in a buffer whose rows are padded to 16 bytes (as shipped since the twenty-first session: ``OUT_VEC`` 1; and
+output in a buffer whose rows are padded to 16 bytes (as shipped since 2026-11-26: ``OUT_VEC`` 1; and
 ``padded-v8``, the promise before: ``OUT_VEC`` 8 beside a per-element mask, ``N_VEC`` 1), and a column-strided output
 (``OUT_VEC`` 0).  Per shape the configs below and torch.matmul, L2-flushed, side by side.  Run on a GPU from the
 repository root (writes ``$OUT/store-width-<gpu>.json``)::

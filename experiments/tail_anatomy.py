@@ -2,7 +2,7 @@
 
 On dev124 768x3200x4224, 128x128 TMA tiles at 4-6 stages (one program per SM) run one full wave of 132 tiles in ~26-28
 us (the data-parallel configs read 51.5-56.5 us for two waves), yet the split tail that adds 18 tiles in 7 K-slices of
-~9 steps each read 43.9 us in all: ~16 us for ~4 us of K-steps.  The sixteenth session saw the same (each round of
+~9 steps each read 43.9 us in all: ~16 us for ~4 us of K-steps.  A measurement of 2026-11-26 saw the same (each round of
 slices cost 12-15 us beyond its K-steps, ``streamk_rounds.py``).  This times the parts, beside the sweep's three
 fastest and torch.matmul as ``validate`` times a shape, per TMA tile whose tail the policy splits
 (``anat/<tile>/<mode>``):

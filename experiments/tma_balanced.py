@@ -2,7 +2,7 @@
 
 dev124 768x3200x4224 reads 0.75x of torch.matmul with the space's best (78 tiles of 128x256 on 132 SMs, 54 idle; the
 TMA split tail of ``tma_streamk.py`` reached 0.81x with 128x128 tiles, whose full wave is bound by the L2's bandwidth:
-32 KB per 2.1 MFLOP K-step against 128x256's 48 KB per 4.2).  The fourteenth session's balanced tail (pointer loads,
+32 KB per 2.1 MFLOP K-step against 128x256's 48 KB per 4.2).  The balanced tail of 2026-11-24 (pointer loads,
 only the last wave) lost everywhere.  This kernel is the TMA kernel (host descriptors) over ``dp_tiles`` data-parallel
 tiles, then program p takes the global K-steps [p * steps, (p + 1) * steps) of the remaining tiles in tile-major order
 (Stream-K's textbook shares when ``steps`` = ceil(steps of all / programs); a multiple of k_tiles / S keeps the pieces'

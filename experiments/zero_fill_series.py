@@ -1,6 +1,6 @@
 """Zero-filled stages against pipeline depth and split-K depth, on the short-K shapes where the refit price disagreed.
 
-The twentieth session's refit of the loaded-latency K-step (README, "The loaded-latency K-step with six deep configs")
+The 2026-11-26 refit of the loaded-latency K-step (CHANGELOG.md, "The loaded-latency K-step with six deep configs")
 needed a high per-copy price of a zero-filled prologue stage for the deep configs on short K (persistent 64x64x64 s8
 on dev035 68x702x82: 7.1 us against 4.8 for s4) and a low one for split-K's short slices (dev037 21x814x808: k4 with
 one zero-filled stage 5.9 us against k2 7.0).  This times, side by side as ``theodolite validate`` times a shape,

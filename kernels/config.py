@@ -350,7 +350,7 @@ _STREAMK = (
 )
 # (block_m, block_n, block_k at 2 bytes, warps, stages, split_k).  Deep splits compile without spills since the
 # reduction loops over the slices; the splits here are those that were ever the fastest config of a shape in the
-# bf16 sweeps of both suites on the H100 and H200 (592 shape sweeps, 2026-11-23, eighth session: 64x64 k16, 64x128
+# bf16 sweeps of both suites on the H100 and H200 (592 shape sweeps, 2026-11-23: 64x64 k16, 64x128
 # k4 and k8, 128x128 k4 and k8, 128x256 k2-k8 never were, and the model ranked the large-tile ones too fast).
 # 16x64x128 k32 and k64: a handful of output tiles over a long K, read element-wise (one latency per K-step), runs
 # faster the more slices share its K-steps (H100 dev039 19x127x14455: k16 26.4 us, k32 16.5, k64 15.3, torch.matmul
@@ -591,7 +591,8 @@ ALIGN_COPY_MIN_REUSE = 128
 # and GPU time), so tiny problems run uncopied with element-wise loads.  H100 bf16, 2026-11-23, the 118
 # random-dev shapes this rule touches, timed uncopied and copied side by side with torch.matmul: best
 # config vs torch geomean 0.986 never copying below 2e9 FLOPs, 1.007 with any threshold in [4e8, 1e9],
-# 0.906 copying always (theodolite validate --shapes experiments/align-copy-shapes.csv with THEODOLITE_ALIGN_COPY_MIN_FLOPS set).
+# 0.906 copying always (``theodolite validate --shapes experiments/align-copy-shapes.csv`` under each
+# THEODOLITE_ALIGN_COPY_MIN_FLOPS).
 # THEODOLITE_ALIGN_COPY_MIN_FLOPS (read at import) overrides it for side-by-side experiments.
 ALIGN_COPY_MIN_FLOPS = float(os.environ.get("THEODOLITE_ALIGN_COPY_MIN_FLOPS", "6e8"))
 
