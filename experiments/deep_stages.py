@@ -13,7 +13,7 @@ shared memory within the H100's 227 KB) beside the sweep's three fastest configs
 the model's view of the same comparison with WINNERS added to the space.  ``--space SUITE`` (llm or random-dev): the
 candidates for the space (SPACE) beside the sweep's three fastest on every shape of the committed sweep
 (``deep-space-<suite>-<gpu>.json``), for ``harness.merge_times`` (seven of them were put in the space and taken out
-again: experiments README, "Deep pipelines in the space").  ``--steps GPU`` (offline): 64x64x64 at 4 / 8 / 12
+again: CHANGELOG.md, 2026-11-27).  ``--steps GPU`` (offline): 64x64x64 at 4 / 8 / 12
 stages on every shape whose 64x64 tiles fit one wave (one program per SM at any depth), measured (the committed sweep's
 s4, the ``--space`` runs' s8 and s12) beside the model's times, with the per-K-step latency the s4 -> s12 gain implies
 under the queueing form (K-step = latency / (stages - 1) + transfer).
