@@ -17,7 +17,8 @@ nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 
 CPU_PINS = ["torch==2.13.0", "triton==3.6.0", "numpy<2.4"]
-LOCAL_WHEELS = Path("/opt/wheels")  # where this workplace keeps the CPU torch wheel
+# a folder of wheels (the CPU torch wheel) for machines that cannot reach the PyTorch index
+LOCAL_WHEELS = Path(os.environ.get("THEODOLITE_WHEELS", "/opt/wheels"))
 
 
 def _install_cpu_stack(session: nox.Session, extras: str) -> None:

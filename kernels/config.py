@@ -50,7 +50,7 @@ _MIN_CAPABILITY = {"tma": 90, "fp8e4m3": 89, "fp8e5m2": 89}
 ALIGN_BYTES = 16  # vector loads and TMA descriptors need 16-byte aligned rows
 # a padded copy's rows start on this boundary: against B's unpadded 24576-byte pitch (a 4 KiB multiple), a pitch of B
 # that is an odd multiple of 16 bytes slows persistent 128x256x64 at 5120x12288x10752 1.64x (H100) / 1.29x (H200),
-# TMA 1.29x / 1.08x; on 32 bytes 1.17x / 1.05x; on 128 bytes 1.15x / 1.00x (reports/results/experiments/row_pitch.py)
+# TMA 1.29x / 1.08x; on 32 bytes 1.17x / 1.05x; on 128 bytes 1.15x / 1.00x (experiments/row_pitch.py)
 COPY_PITCH_BYTES = 128
 ASYNC_COPY_MIN_BYTES = 4  # narrower loads cannot be asynchronous copies (cp.async): Triton leaves them unpipelined
 SPLITK_MAX_WAVES = 2  # split-K is legal only while the output has at most this many waves of tiles
@@ -263,7 +263,7 @@ def _scale_k(block_k: int, element: int) -> int:
 # (block_m, block_n, block_k at 2 bytes, warps, stages, flatten).  flatten: the tile and K loops fused
 # (the next tile's loads are issued during this tile's epilogue) where that measured faster for the
 # entry on H100 bf16 LLM shapes (>= 5% geomean, no shape worse than 0.96x; tma 128x256/64x256: 1-2%);
-# the other entries lost with it (up to 0.66x: tma 128x128 w8 s3); reports/results/experiments/README.md.
+# the other entries lost with it (up to 0.66x: tma 128x128 w8 s3); experiments/README.md.
 _PERSISTENT = (
     (128, 256, 64, 8, 3, True),
     (128, 256, 64, 8, 4, True),
@@ -291,7 +291,7 @@ _PERSISTENT = (
     (64, 32, 128, 4, 4, False),
     # short K (K under ~100): a 64-deep K-step issues every masked row past K, element-wise where rows are
     # misaligned; 16- and 32-deep steps cut that (H100 random-dev K < 100, best vs torch.matmul: dev033 1437x2222x18
-    # 0.50x -> 0.85x, dev135 2051x2319x38 0.73x -> 1.01x; reports/results/experiments, "Short K")
+    # 0.50x -> 0.85x, dev135 2051x2319x38 0.73x -> 1.01x; experiments/short_k.py)
     (16, 64, 32, 4, 2, False),
     (16, 64, 16, 4, 2, False),
     (64, 64, 32, 4, 2, False),
@@ -301,7 +301,7 @@ _PERSISTENT = (
     # deep pipelines (6-12 stages, up to 192 KB of shared memory): cuBLAS runs small tiles 8-16 stages deep where M is
     # small, and there a K-step waits on loaded latency that 4 stages do not cover (H100 llm 128x4096x4096: 64x64x64
     # s4 31.1 us, s8 25.3, s12 22.9, torch.matmul 22.6; best vs torch.matmul geomean over llm 0.987x -> 0.998x on the
-    # H100, 0.991x -> 1.003x on the H200; reports/results/experiments, "Deep pipelines in the space").  The model ranks
+    # H100, 0.991x -> 1.003x on the H200; experiments/deep_stages.py).  The model ranks
     # them with its loaded-latency K-step (model.core.stage_wait).  A 64x64x128 s6 was left out: it wins short-K shapes
     # by not being flattened, not by its depth, and M = 1 picks it where split-K 16x64x128 is 1.5x faster
     (64, 64, 64, 4, 8, False),
@@ -326,8 +326,8 @@ _TMA = (
 )
 # Composite tiles: cuBLAS wins aligned mid-size shapes with tiles such as 128x160, 128x192 and 320x128 that make the
 # output one full wave of the SMs, which Triton's power-of-two blocks cannot express; a TMA program with two
-# accumulators (block_m x block_n and block_m x block_n1, one A tile) can.  H100, host descriptors (experiments README,
-# "Composite tiles"): dev124 768x3200x4224 128x(128+32) s5 41.2 us against the space's best 47.3 (0.75x -> 0.86x of
+# accumulators (block_m x block_n and block_m x block_n1, one A tile) can.  H100, host descriptors (experiments/
+# composite_tiles.py): dev124 768x3200x4224 128x(128+32) s5 41.2 us against the space's best 47.3 (0.75x -> 0.86x of
 # torch.matmul), llama3-70b.qkv 512x10240x8192 128x(256+64) s3 125.3 against 138.5 (0.86x -> 0.95x), llama3-8b.qkv
 # 512x6144x4096 128x(128+64) s5 43.2 against 47.3 (0.90x -> 0.99x), dev104 64x(128+32) s6 0.89x -> 0.92x.  Where a
 # power-of-two tile fills the SMs they lose (the second dot reads the A tile again: 128x(128+32) 0.70x on
@@ -350,15 +350,15 @@ _STREAMK = (
 )
 # (block_m, block_n, block_k at 2 bytes, warps, stages, split_k).  Deep splits compile without spills since the
 # reduction loops over the slices; the splits here are those that were ever the fastest config of a shape in the
-# bf16 sweeps of both suites on the H100 and H200 (592 shape sweeps, 2026-11-23, eighth session: 64x64 k16, 64x128
+# bf16 sweeps of both suites on the H100 and H200 (592 shape sweeps, 2026-11-23: 64x64 k16, 64x128
 # k4 and k8, 128x128 k4 and k8, 128x256 k2-k8 never were, and the model ranked the large-tile ones too fast).
 # 16x64x128 k32 and k64: a handful of output tiles over a long K, read element-wise (one latency per K-step), runs
 # faster the more slices share its K-steps (H100 dev039 19x127x14455: k16 26.4 us, k32 16.5, k64 15.3, torch.matmul
-# 14.8; split-K tiles 128 rows tall never won: reports/results/experiments, "Deep split-K")
+# 14.8; split-K tiles 128 rows tall never won: experiments/deep_splitk.py)
 # Splits that are not powers of two, and 64x64x64 at 8 stages: the off-space candidates that beat the sweep's best on
-# the H100 shapes nearest under issue 4's bar (reports/results/experiments, "Split-K slices that are not powers of
-# two": dev044 128x1280x2944 64x64x64 s8 k3 0.83x -> 0.85x of torch.matmul in the final round, dev091 344x54x2858
-# 0.84x -> 0.88x, dev161 656x45x8053 64x64x128 k12 0.87x -> 1.0x); each slice takes ceil(K-steps / split) of them.
+# the H100 shapes nearest under issue 4's bar (experiments/near_bar.py: dev044 128x1280x2944 64x64x64 s8 k3
+# 0.83x -> 0.85x of torch.matmul in the final round, dev091 344x54x2858 0.84x -> 0.88x, dev161 656x45x8053
+# 64x64x128 k12 0.87x -> 1.0x); each slice takes ceil(K-steps / split) of them.
 _SPLITK = (
     tuple((16, 64, 128, 4, 4, split) for split in (2, 4, 6, 8, 16, 32, 64))
     + tuple((32, 128, 64, 4, 4, split) for split in (2, 4, 8, 16))
@@ -460,8 +460,8 @@ def config_space(dtype: str, variants: tuple[str, ...] | None = None) -> tuple[G
 
 # split-K reduces cooperatively (every slice a share of the tile's row chunks, after all arrived: kernels' splitk SPIN)
 # when at least this many slices hold at least this many partial bytes per tile and the whole grid is one program per
-# SM or fewer (every slice resident, so the spin-wait cannot starve); measured on the H100 (experiments README,
-# "Split-K: what the reduction costs"): 64x64x128 k8 0.86-0.94 of the last arriver's time, 32x128x64 k8 0.93, 16x64x128
+# SM or fewer (every slice resident, so the spin-wait cannot starve); measured on the H100 (experiments/
+# splitk_reduce.py): 64x64x128 k8 0.86-0.94 of the last arriver's time, 32x128x64 k8 0.93, 16x64x128
 # k32 0.93, while 32 KB of partials per tile (16x64x128 k8) or two slices lose 2-19%
 COOP_MIN_SPLIT = 4
 COOP_MIN_PARTIAL_BYTES = 128 * 1024
@@ -653,7 +653,8 @@ ALIGN_COPY_MIN_REUSE = 128
 # and GPU time), so tiny problems run uncopied with element-wise loads.  H100 bf16, 2026-11-23, the 118
 # random-dev shapes this rule touches, timed uncopied and copied side by side with torch.matmul: best
 # config vs torch geomean 0.986 never copying below 2e9 FLOPs, 1.007 with any threshold in [4e8, 1e9],
-# 0.906 copying always (reports/results/experiments/align-copy-*-h100.json).
+# 0.906 copying always (``theodolite validate --shapes experiments/align-copy-shapes.csv`` under each
+# THEODOLITE_ALIGN_COPY_MIN_FLOPS).
 # THEODOLITE_ALIGN_COPY_MIN_FLOPS (read at import) overrides it for side-by-side experiments.
 ALIGN_COPY_MIN_FLOPS = float(os.environ.get("THEODOLITE_ALIGN_COPY_MIN_FLOPS", "6e8"))
 
@@ -693,7 +694,7 @@ def estimated_registers(config: GemmConfig, warp_size: int = 32) -> int:
 
 
 # split-K tiles of at most this many rows mask the rows/columns past the edge instead of loading wrapped duplicates
-# (reports/results/experiments "Edge tiles: wrapped or masked"; H100: 16x64 split-K on ragged N 1.2-1.5x faster, while
+# (experiments/edge_mask.py; H100: 16x64 split-K on ragged N 1.2-1.5x faster, while
 # the mask's per-element predicates cost large persistent tiles up to 3x, so the others keep wrapping)
 MASKED_EDGE_MAX_BLOCK_M = 32
 # THEODOLITE_MASKED_EDGES (read at import) overrides the rule for side-by-side experiments: "all" or "none"

@@ -479,8 +479,8 @@ def _encoded_descriptors(raw: Any) -> Any:
 
 def host_descriptors_enabled() -> bool:
     """TMA configs take their operand descriptors encoded on the host (the default; ``THEODOLITE_TMA_HOST_DESC=0``
-    makes them in the kernel, read when a plan is made): 1.5 us less GPU time per launch (H100, experiments README
-    "TMA descriptors made on the host")."""
+    makes them in the kernel, read when a plan is made): 1.5 us less GPU time per launch (H100,
+    experiments/host_desc.py)."""
     return os.environ.get("THEODOLITE_TMA_HOST_DESC", "1") not in ("", "0")
 
 

@@ -68,7 +68,7 @@ def smem_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, warps: np.ndarray,
     matrix instructions.  Asynchronous path: A once per mma_max_n columns, B once per mma_min_m rows.
     Synchronous path: each warp loads its operand fragments to registers itself, so A is read once per
     warp along N and B once per warp along M (a 16x64x128 tile with 4 warps reads A four times: measured,
-    its K-step costs what 52 KB of shared memory traffic does, reports/results/experiments "Tile steps")."""
+    its K-step costs what 52 KB of shared memory traffic does, experiments/tile_steps.py)."""
     e = hw.element_bytes
     written = (bm + bn) * bk * e
     wm, wn = sync_warp_grid(bm, bn, warps)

@@ -146,7 +146,7 @@ def cost(
     active_l = mx(mn(rest, sm), 1.0)
     occ_l = ceil(rest / active_l)
     # an asynchronous copy moves a K-step's panels through its SM at most at one SM's read ceiling (measured: a
-    # K-step is never faster, reports/results/experiments "Time per K-step"), and each stage's copy waits its
+    # K-step is never faster, experiments/step_vs_programs.py), and each stage's copy waits its
     # latency plus that streaming time, overlapped by the (stages - 1) copies prefetched before it
     stream = 0.0 if scalar else c.stream
     per_prog = per_program(c, a_vec, b_vec, ops)
@@ -165,7 +165,7 @@ def cost(
     # that bookkeeping.  Synchronous (element-wise) loads do not overlap anything of their own step: the program
     # issues them, waits for the last, stores them to shared memory and runs its matrix instructions, so that
     # chain is the sum (measured: one-wave split-K steps of the element-wise builds ran 1.7-3.0x the old max of
-    # the two, ~1.0x the sum; reports/results/experiments "Element-wise K-steps").  The programs resident on an
+    # the two, ~1.0x the sum; experiments/model_checks.py scalar-steps).  The programs resident on an
     # SM share its matrix units and its read ceiling
     overhead = hw.iteration_overhead_s + c.it_extra
     chain = per_prog + hide + overhead if scalar else mx(per_prog + overhead, mx(stream, hide))
@@ -201,7 +201,7 @@ def cost(
     total_steps = full * conc * iters + rest * iters_l
     # a split Stream-K tail writes each output tile once; its slices' fp32 partials cross L2 twice (stored,
     # read back by the reducing slices) and go to HBM and back: measured, 128x256 tiles gain nothing past 4-5
-    # slices, as this traffic says (reports/results/experiments, Stream-K "how many K-slices")
+    # slices, as this traffic says (experiments, Stream-K "how many K-slices")
     workspace = ops.where(reduces, units, 0.0) * c.elems * PARTIAL_BYTES
     l2_time = (total_steps * c.panel * step_bytes + 2.0 * workspace) / hw.l2_bandwidth
     hbm_bw = hw.hbm_read_bandwidth * (mn(1.0, 0.9 * active_f / hw.hbm_saturation_sms) if hw.hbm_saturation_sms else 1.0)
@@ -265,8 +265,8 @@ def stage_wait(latency: Any, stream: Any, l2_step: Any, lat_div: Any, ops: Any =
     """Seconds an asynchronous K-step waits for its copies: T with lat_div x T = latency x (1 + l2_step / T) + stream,
     the (stages - 1) prefetched copies (times model_latency_hiding, ``lat_div``) overlapping a latency that queueing
     at the L2 stretches by its utilisation (``l2_step``: the stage bytes in flight, averaged over the waves, at the L2
-    bandwidth).  Measured, the stage series of 64x64x64 at 2-12 stages (reports/results/experiments, "Deep pipelines
-    in the space"): with 8 tiles the wait falls as latency / (stages - 1), with 128 tiles (L2 near its bandwidth) more
+    bandwidth).  Measured, the stage series of 64x64x64 at 2-12 stages (experiments/
+    stage_series.py): with 8 tiles the wait falls as latency / (stages - 1), with 128 tiles (L2 near its bandwidth) more
     slowly."""
     a = latency + stream
     return (a + ops.sqrt(a * a + 4.0 * lat_div * latency * l2_step)) / (2.0 * lat_div)
@@ -289,7 +289,7 @@ def zero_fill(c: Any, a_vec: float, b_vec: float) -> Any:
     """Seconds one zero-filled prologue stage costs (a loop shorter than its pipeline): its warp-wide masked copies,
     each operand's rows x BLOCK_K bytes over that operand's copy width (``a_vec``/``b_vec`` bytes), at
     ``model_zero_fill_cycles`` each (``fill_per_row``: that price per row and byte of width).  Measured with one K-step
-    at 2-4 stages (reports/results/experiments, "Zero-filled stages"): a stage of 4-byte copies costs ~4x one of
+    at 2-4 stages (experiments/zero_fill.py): a stage of 4-byte copies costs ~4x one of
     16-byte copies (H100 128x128x64: 0.67 us against 0.02-0.19)."""
     # only asynchronous copies are pipelined: an element-wise operand is loaded synchronously, once per K-step, while
     # the vector operand beside it (a mixed build) keeps its stages and zero-fills them as an all-vector build does

@@ -61,19 +61,19 @@ NEAR_TIE = 0.001
 # argmin on 1200 random shapes from 19 to 11 (measured H100 profile; worst 0.89 -> 0.97) for ~4 us per selection,
 # while every representative was tried wherever its bound allowed (4.35 cost evaluations per selection); tried only
 # where they win inside the cell or fill the SMs better than at its centre: 2.3, for 11 misses (worst 0.969).  1.15
-# since the TMA terms' refit of 2026-11-27 (twenty-third session), where 1.1 left dev167's 128x64 tiles out of their
+# since the TMA terms' first refit of 2026-11-27, where 1.1 left dev167's 128x64 tiles out of their
 # cell (fast pick 128x256, 5% over the argmin in the model, 0.84 measured): 18 misses, worst 0.952 (1.1: 20, worst
 # 0.896), for +0.4-1.0 us per new shape (10.7-10.8 -> 11.2-11.8 us median, `select --benchmark`, this host).  1.2
-# since the H100's TMA terms' refit of the twenty-sixth session (1.15: 25 misses; 1.2: 23, worst 0.945 either way;
+# since the H100's TMA terms' refit of 2026-11-27 (1.15: 25 misses; 1.2: 23, worst 0.945 either way;
 # the validation suites' picks identical) for +0.2-0.5 us per new shape (12.7-12.8 -> 12.9-13.3 us, alternating runs).
 # 1.4 (and CANDIDATE_RANKS 2, CANDIDATE_SLACK 1.1) since the model charges a launch the GPU's own gap (~1 us,
-# launch_overhead_graph) instead of the host's ~20 us (twenty-eighth session): the predicted times of small and
+# launch_overhead_graph) instead of the host's ~20 us (2026-11-27): the predicted times of small and
 # mid-sized shapes shrank several-fold, so the same absolute gaps became larger relative ones and the fast path kept
 # fewer candidates (23 misses, worst 0.862: 11889x543x2896 tma 128x128 s6 for s3; dev167's 128x64 tiles out of their
 # cell again).  1.3 alone: 21 misses, worst 0.901; with two ranks within 10%: 13, worst 0.928, but dev167's 128x64
 # representative (33% over the centre's best there) still out; 1.4: the same 13 misses and dev167 tried, for
 # 12.8-13.3 -> 14.2-14.8 us per new shape (`model.speed.measure`, this host at `sum(range(1000))` 8.8-9.6 us; 9.6-10.6
-# us at the old constants), as the twenty-seventh session read with the old launch (13.3-15.2 us)
+# us at the old constants), as read with the old launch figure before (13.3-15.2 us)
 TILE_SLACK = 1.4
 # a tile representative stays a candidate only where it wins (within INSIDE_SLACK of the best) at one of
 # INSIDE_SAMPLES^3 points inside the cell (a lattice in log space, between the corners and the centre)

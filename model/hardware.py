@@ -96,7 +96,7 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         3.0,
         "time of a split Stream-K tail's fp32 partial traffic (each slice's partial stored, the slices' partials "
         "reloaded in row chunks) relative to moving the same bytes at the profile's per-SM bandwidth (forced-split "
-        "experiment, reports/results/experiments: 2.5 on the H100, 2.75 on the H200 at least RMS; the fallback 3.0 "
+        "experiment, experiments: 2.5 on the H100, 2.75 on the H200 at least RMS; the fallback 3.0 "
         "is the first runs' estimate)",
     ),
     "model_splitk_reduce_cost": (
@@ -125,7 +125,7 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         0.0,
         "cycles a warp-wide masked cp.async (a zero-filled prologue copy of a loop shorter than its pipeline) "
         "occupies an SM, whatever its width, so narrow copies fill a stage slower (measured per GPU by "
-        "reports/results/experiments/zero_fill.py: H100 3.68, H200 3.74; 0, no term, where not measured)",
+        "experiments/zero_fill.py: H100 3.68, H200 3.74; 0, no term, where not measured)",
     ),
     "model_tile_overhead": (
         15.0,

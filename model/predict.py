@@ -157,8 +157,8 @@ class ConfigTable:
         self.issue_a, self.issue_b = compute.issue_coefficients(self.bm, self.bn, self.bk, self.is_tma, hw)
         # the share of the (stages - 1) prefetched K-steps whose latency overlaps: model_latency_hiding for
         # pointer-based (cp.async) pipelines, model_tma_latency_hiding for TMA ones (fitted apart: on the H100 a
-        # TMA s3 build waits on the same loaded latency as a cp.async one; experiments README, "Model: TMA latency
-        # hiding fitted")
+        # TMA s3 build waits on the same loaded latency as a cp.async one; experiments/model_checks.py
+        # tma-pairs)
         hiding = np.where(self.is_tma, hw.tma_latency_hiding, hw.latency_hiding)
         self.lat_div = np.maximum((self.stages - 1.0) * hiding, 1.0)
         self.sm = float(hw.sm_count)
@@ -167,7 +167,7 @@ class ConfigTable:
         # from here on ``panel`` is the L2's share of a K-step (core.cost's L2 terms, fast.py's): a TMA kernel's rows
         # and columns over model_tma_l2_bandwidth_scale, since its bulk copies reach another share of the L2's
         # bandwidth than pointer-based tile loads (H200: same-config TMA / pointer pairs on L2-bound shapes measure
-        # 0.89x, experiments README "TMA's share of the L2")
+        # 0.89x, experiments/model_checks.py tma-bounds)
         self.panel = np.where(self.is_tma, self.panel / hw.tma_l2_bandwidth_scale, self.panel)
         self.synchronous = np.zeros(len(configs))  # scalar-load classes (model.fast) set their own
         self.launch_fixed = hw.launch_kernel_s + np.where(self.is_tma, hw.tma_launch_extra_s, 0.0)

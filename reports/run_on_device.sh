@@ -8,7 +8,7 @@
 # `profile diff` of the two: the repeatability check of the probes issue.
 #
 # The committed results under reports/results/ and profiles/ were produced by this script
-# (device tool, kinds nvidia-h100-x1 and nvidia-h200); see reports/README.md for the calls.
+# (one call on an H100 80GB HBM3, one on an H200); see reports/README.md for the calls.
 set -u
 OUT=${1:?out dir}; TOTAL=${2:?seconds}; shift 2
 CALIBRATE=0; REPEAT=0; TESTS=0; PROFILE=""; SUITES=()
@@ -57,6 +57,6 @@ for i in "${!SUITES[@]}"; do
   echo "validate $suite rc=$? at $(( $(date +%s) - START ))s"
   tail -25 "$OUT/validate-$suite.log"
 done
-# the device tool brings back at most 8 files: logs travel as one archive
+# logs travel as one archive (few files to copy back from a remote machine)
 ( cd "$OUT" && tar czf logs.tar.gz --remove-files ./*.log ./*.txt diagnostics.json 2>/dev/null )
 echo "total $(( $(date +%s) - START ))s"; ls "$OUT"

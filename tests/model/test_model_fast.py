@@ -104,19 +104,19 @@ def test_fast_pick_is_the_full_argmin_on_the_measured_profile() -> None:
     element-wise parameters were refit for the int32-offset kernels (2026-11-26): 9 misses, the worst 0.947
     (4397x96x713 "scalar-a": split-K 32x128x64 k2 kept, persistent 64x32x128 not; TILE_SLACK 1.15 does not catch it).
     With tile representatives tried only where they win inside the cell or fill the SMs better than at its centre
-    (2026-11-26, eighteenth session): 11 misses, the worst 0.969 (2094x959x2407: tma 64x256 s4, whose tile's
-    representative is another config).  With the loaded-latency K-step and its refit (twentieth session): 19 misses,
+    (2026-11-26): 11 misses, the worst 0.969 (2094x959x2407: tma 64x256 s4, whose tile's
+    representative is another config).  With the loaded-latency K-step and its refit (2026-11-26): 19 misses,
     the worst 0.887 (11889x543x2896: 256x128 tiles in two waves where the cell's centre needs three, and its
     representative's centre cost is over TILE_SLACK from the centre's best), the next 0.906, the rest over 0.97.  With
-    host-made TMA descriptors, the TMA terms refit and TILE_SLACK 1.15 (twenty-third session): 18 misses, the worst
-    0.952 (2094x959x2407), the rest over 0.98.  With split-K splits that are not powers of two (twenty-fifth session):
+    host-made TMA descriptors, the TMA terms refit and TILE_SLACK 1.15 (2026-11-27): 18 misses, the worst
+    0.952 (2094x959x2407), the rest over 0.98.  With split-K splits that are not powers of two (2026-11-27):
     36 misses, the worst 0.916 (3235x1x11398: 64x64x128 k5 best, the cell kept k4), until each kept split brings its
     neighbouring splits in the space too: 24 misses, the worst 0.952 (2094x959x2407), then 0.961 (6566x7x3657).  With
-    the H100's TMA terms refit (twenty-sixth session): 25 misses at TILE_SLACK 1.15, 23 at 1.2, the worst 0.945.  With
-    composite tiles (twenty-seventh session): 19 misses, the worst 0.961 (6566x7x3657), then 0.971 (2094x959x2407: the
+    the H100's TMA terms refit (2026-11-27): 25 misses at TILE_SLACK 1.15, 23 at 1.2, the worst 0.945.  With
+    composite tiles (2026-11-27): 19 misses, the worst 0.961 (6566x7x3657), then 0.971 (2094x959x2407: the
     composite 128x(128+32) picked, tma 64x256 s4 flattened the argmin); with a composite's A-tile reads counted per part
     the worst was 0.895 (11889x543x2896: composite 128x(256+64) picked, tma 128x128 s3 the argmin).  With a launch
-    charged at the GPU's own ~1 us (launch_overhead_graph) instead of the host's ~20 us (twenty-eighth session) the
+    charged at the GPU's own ~1 us (launch_overhead_graph) instead of the host's ~20 us (2026-11-27) the
     same absolute gaps became larger relative ones: 23 misses, the worst 0.862 (11889x543x2896, tma 128x128 s6 for s3),
     until TILE_SLACK 1.4 and two ranks within 10% per grid point: 13 misses, the worst 0.928 (2094x959x2407), then
     0.940 (6566x7x3657); the H200 profile 4, the worst 0.947."""
@@ -232,7 +232,7 @@ def test_a_tile_that_fills_the_sms_only_between_sample_points_is_tried() -> None
     i_fast, _ = fast.choose_fast(table, problem)
     i_full, times = choose_index(table, problem)
     # the argmin is TMA 128x64x64 s4; the tile's representative (its best config at the cell's centre) is persistent
-    # 128x64x64 s3, 4% over it in the model, and since the composite tiles (twenty-seventh session) the composite
+    # 128x64x64 s3, 4% over it in the model, and since the composite tiles joined the space the composite
     # 128x(128+32) lies between the two (1.6% over the argmin), so the fast pick is that one (0.86 measured: the model
     # underprices composite tiles on this shape)
     assert table.configs[i_full].block_m == 128 and table.configs[i_full].tile_n == 64

@@ -211,7 +211,7 @@ def test_splitk_reduce_cost_slows_split_k_only() -> None:
 def test_an_element_wise_k_step_is_issue_then_wait() -> None:
     """A program with element-wise (synchronous) loads issues them, waits for the last, then stores them and runs its
     matrix instructions: its K-step is the sum of the three, not the slower of issue and wait (that form predicted
-    one-wave split-K K-steps 1.7-3.0x too fast on both GPUs; experiments README "Element-wise K-steps")."""
+    one-wave split-K K-steps 1.7-3.0x too fast on both GPUs; experiments/model_checks.py scalar-steps)."""
     from theodolite.model.predict import alignment_and_loads, evaluate, table_for
 
     reset_parameters()
@@ -236,7 +236,7 @@ def test_an_element_wise_k_step_is_issue_then_wait() -> None:
 def test_few_tiles_over_a_long_element_wise_k_split_deep(profile_file: str) -> None:
     """random-dev's dev039 (19x127x14455: four 16x64 tiles, both operands read element-wise, one latency per
     K-step): the space's deep splits are picked over 16 slices, as measured on both GPUs (H100 16x64x128 k16
-    26.4 us, k32 16.5, k64 15.3; H200 27.4 / 17.0 / 15.7: experiments README "Deep split-K")."""
+    26.4 us, k32 16.5, k64 15.3; H200 27.4 / 17.0 / 15.7: experiments/deep_splitk.py)."""
     reset_parameters()
     clear_tables()
     profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / profile_file)

@@ -270,7 +270,7 @@ def test_short_loops_pay_their_zero_filled_prologue() -> None:
     """A cp.async pipeline's prologue issues its stages - 1 prefetches even past a short loop's last K-step; the masked
     ones zero-fill their part of the stage, each warp-wide copy at ``model_zero_fill_cycles`` whatever its width, so
     rows read as 4- or 8-byte vectors take 4x / 2x the copies of 16-byte ones (H100, one K-step at 2-4 stages: a
-    128x128x64 stage of 4-byte copies 0.67 us, of 16-byte ones 0.02-0.19; experiments README, "Zero-filled stages");
+    128x128x64 stage of 4-byte copies 0.67 us, of 16-byte ones 0.02-0.19; experiments/zero_fill.py);
     TMA copies and element-wise operands (loaded synchronously) have none."""
     metrics = dict(H100.metrics)
     name = "model_zero_fill_cycles"
@@ -374,7 +374,7 @@ def test_synchronous_warp_grid_matches_the_compiled_layouts() -> None:
 def test_synchronous_tiles_read_a_once_per_warp_along_n() -> None:
     """A 16x64x128 tile with 4 warps moves 52 KB of shared memory per K-step (20 KB copied in, A's 4 KB read by
     each of the 4 warps, B's 16 KB once); two resident programs measured 0.48 us a step each on the H100, what
-    52 KB at its shared-memory bandwidth takes (reports/results/experiments/tile-steps-h100.json)."""
+    52 KB at its shared-memory bandwidth takes (experiments/tile-steps-h100.json)."""
     import numpy as np
     from theodolite.model.compute import smem_time
 

@@ -1,4 +1,4 @@
-"""Reading and writing profiles as HDF5 files (format v1, see profiles/README.md).
+"""Reading and writing profiles as HDF5 files (format v1, see docs/profile-format.md).
 
 Writing is atomic: the file is written under a temporary name in the target
 folder and renamed over the target only when complete, so an interrupted
