@@ -20,9 +20,11 @@ limit where the whole group scatters; the CV term where the card's own measureme
 identical cards with a few % noise raise nothing, and one card 15% off is named.
 
 A group needs MIN_PEERS (3) cards to name an outlier: with two, the median is their mean and
-nothing says which card is off, so the page shows their difference ("differs") without failing
-either.  A lone card has no peers.  The verdict fails (exit 1) when any card fails against the
-reference or is a peer outlier.  Judged metrics are those check.py judges: model parameters, the
+nothing says which card is off, so the page shows their difference ("differs": each card is off
+the pair's mean by more than max(floor, its CV term), i.e. the two differ by more than twice that)
+without failing either; the MAD term is left out for pairs (it would be their half-gap itself).
+A lone card has no peers.  The verdict fails (exit 1) when any card fails against the reference
+or is a peer outlier.  Judged metrics are those check.py judges: model parameters, the
 clock ramp and the host-dependent launch costs are left out unless a tolerance file names them.
 """
 
@@ -165,7 +167,8 @@ def peer_cells(
     if median == 0:
         return cells
     ratios = values / median
-    spread = PEER_K * MAD_TO_SIGMA * float(np.median(np.abs(ratios - 1.0)))
+    # the group's own scatter, robustly; two cards have no scatter to speak of (each is off by half their gap)
+    spread = PEER_K * MAD_TO_SIGMA * float(np.median(np.abs(ratios - 1.0))) if len(have) >= min_peers else 0.0
     for i, ratio in zip(have, ratios, strict=True):
         limit = max(floor, spread, NOISE_FACTOR * _cv(profiles[i], name))
         off = abs(float(ratio) - 1.0) > limit + 1e-12
@@ -227,7 +230,7 @@ def _peer_text(card: Card) -> str:
         return f"outlier: {worst}" + (" ..." if len(card.outliers) > 4 else "")
     if card.group_size < MIN_PEERS:
         return "pair: differs on " + ", ".join(card.differs[:4]) if card.differs else "pair: agree"
-    return f"ok ({card.group_size} peers)"
+    return f"ok (1 of {card.group_size} alike)"
 
 
 def summary_table(result: FleetResult) -> Any:
@@ -300,11 +303,11 @@ table.fleet td, table.fleet th { white-space: nowrap; font-size: .82em; }
 table.fleet th.card, table.fleet td.card { position: sticky; left: 0; background: #fff; z-index: 1; }
 table.fleet th.card { background: #f0f0f0; }
 table.fleet td .r { display: block; color: #555; font-size: .85em; }
-td.fail { background: #fde2e2; }
-td.outlier { background: #ffd8a8; outline: 2px solid #d9480f; outline-offset: -2px; }
-td.differs { background: #fff6d6; }
-td.info { color: #888; }
-td.noisy { font-style: italic; }
+td.fail, span.key.fail { background: #fde2e2; }
+td.outlier, span.key.outlier { background: #ffd8a8; outline: 2px solid #d9480f; outline-offset: -2px; }
+td.differs, span.key.differs { background: #fff6d6; }
+td.info, span.key.info { color: #888; }
+td.noisy, span.key.noisy { font-style: italic; }
 span.key { display: inline-block; padding: .1em .6em; margin-right: .6em; border: 1px solid #ccc; }
 """
 
@@ -389,21 +392,25 @@ def render_fleet_html(result: FleetResult, tolerance_file: str | None = None) ->
         )
     )
     body.append("<h2>Cards &times; metrics</h2>")
+    body.append(
+        "<p class='small'>Each cell: the card's value, its ratio to the reference and to the median of its "
+        "peers (cards with the same device name).</p>"
+    )
     names = result.metrics()
-    head = ["<div class='scroll'><table class='fleet'><thead><tr><th class='card'>card</th>"]
-    head += [f"<th title='{html.esc(METRICS[n].description)}'>{html.esc(n)}</th>" for n in names]
-    head.append("</tr></thead><tbody>")
+    grid = ["<div class='scroll'><table class='fleet'><thead><tr><th class='card'>metric</th>"]
     if ref is not None:
-        head.append("<tr><td class='card'><i>reference</i></td>")
-        head += [f"<td class='num'>{html.esc(_fmt(ref.get(n), METRICS[n].unit))}</td>" for n in names]
-        head.append("</tr>")
-    for card in result.cards:
-        head.append(f"<tr><td class='card'>{html.esc(card.label)}</td>")
-        for name in names:
+        grid.append("<th><i>reference</i></th>")
+    grid += [f"<th>{html.esc(card.label)}</th>" for card in result.cards]
+    grid.append("</tr></thead><tbody>")
+    for name in names:
+        grid.append(f"<tr><td class='card' title='{html.esc(METRICS[name].description)}'>{html.esc(name)}</td>")
+        if ref is not None:
+            grid.append(f"<td class='num'>{html.esc(_fmt(ref.get(name), METRICS[name].unit))}</td>")
+        for card in result.cards:
             text, css = _cell(card, name)
-            head.append(f"<td class='{' '.join(['num', *css])}'>{text}</td>")
-        head.append("</tr>")
-    head.append("</tbody></table></div>")
-    body.append("".join(head))
+            grid.append(f"<td class='{' '.join(['num', *css])}'>{text}</td>")
+        grid.append("</tr>")
+    grid.append("</tbody></table></div>")
+    body.append("".join(grid))
     title = f"Fleet check: {len(result.cards)} card(s)"
     return html.page(title, body, f"against {ref.device_name}" if ref is not None else "peers only")
