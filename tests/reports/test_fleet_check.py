@@ -176,10 +176,23 @@ def test_cli_single_profile_unchanged(tmp_path: Path, capsys) -> None:
     assert main(["check", str(REFERENCE), str(REFERENCE), "--peer-tolerance", "5"]) == 2
 
 
+def _profile_report_tests():  # noqa: ANN202
+    """tests/reports/test_profile_report.py as a module (tests/ is not a package: load it by path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "profile_report_tests", Path(__file__).with_name("test_profile_report.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_fleet_page_renders_in_chromium(reference: Profile, tmp_path: Path) -> None:
     from theodolite.reports.html import write_page
 
-    from tests.reports.test_profile_report import check_in_chromium
+    check_in_chromium = _profile_report_tests().check_in_chromium  # the same headless-Chromium load and screenshot
 
     cards = [card(reference, noise=0.01, seed=i, host=f"node{i // 2}") for i in range(4)]
     cards[3] = card(reference, noise=0.01, seed=3, host="node1", shift={"l2_bandwidth": -0.15})
