@@ -32,7 +32,7 @@ def _install_cpu_stack(session: nox.Session, extras: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The CPU test suite (kernels through Triton's interpreter; GPU tests skip)."""
-    _install_cpu_stack(session, "test,report")
+    _install_cpu_stack(session, "test,report,fleet")  # fleet: Ray, for the fleet tests on a local instance
     env = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
     session.run("pytest", "-q", "-m", "not gpu", *session.posargs, env=env)
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from theodolite.probes import guard
 from theodolite.probes.common import ProbeContext, ProbeResult
 
 from theodolite.errors import NoDeviceError, ProfileError
@@ -41,6 +42,40 @@ PROBES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("launch_overhead", "launch_overhead_graph", "launch_roundtrip", "program_start_cost"),
     ),
 )
+
+# Spread limits (CV) per probe and metric: a probe whose metric comes back over its limit is measured again
+# (probes/guard.py, at most guard.MAX_ATTEMPTS runs).  Set from the bundled H100/H200 profiles' CVs (bandwidths
+# and throughputs under 1%, hbm_read_bandwidth_one_sm 3.5-4%, launch_overhead 5-16%) with room, so a quiet card
+# runs each probe once while a disturbed one (hbm_read_bandwidth_one_sm at CV 72% while another process compiled
+# on the host) is caught.  Metrics not named here (driver counts, single-sample figures) never trigger a re-run.
+SPREAD_LIMITS: dict[str, dict[str, float]] = {
+    "topology": {},
+    "clock": {"clock_max_hz": 0.02, "clock_sustained_matrix_hz": 0.02},
+    "matrix": {
+        "mma_throughput_fp16": 0.05,
+        "mma_throughput_bf16": 0.05,
+        "mma_throughput_tf32": 0.05,
+        "mma_throughput_fp8e4m3": 0.05,
+        "mma_throughput_fp8e5m2": 0.05,
+        "fma_throughput_fp32": 0.05,
+    },
+    "smem": {"smem_bandwidth_per_sm": 0.05, "smem_latency": 0.05},
+    "l2": {"l2_bandwidth": 0.05, "l2_latency_near": 0.05, "l2_latency_far": 0.05},
+    "hbm": {
+        "hbm_read_bandwidth": 0.05,
+        "hbm_write_bandwidth": 0.05,
+        "hbm_copy_bandwidth": 0.05,
+        "hbm_read_bandwidth_one_sm": 0.12,
+        "hbm_latency": 0.05,
+    },
+    # launch_overhead and launch_roundtrip measure the host as much as the card: loose limits
+    "launch": {
+        "launch_overhead": 0.40,
+        "launch_roundtrip": 0.25,
+        "launch_overhead_graph": 0.05,
+        "program_start_cost": 0.10,
+    },
+}
 
 
 @dataclass
@@ -152,8 +187,13 @@ def collect(
     only: tuple[str, ...] | None = None,
     on_probe: Callable[[str, int, int], None] | None = None,
     log: Callable[[str], None] = print,
+    attempts: int = guard.MAX_ATTEMPTS,
 ) -> tuple[ProbeResult, dict[str, float]]:
-    """Run the probes and return their merged results and seconds per probe (no Profile yet)."""
+    """Run the probes and return their merged results and seconds per probe (no Profile yet).
+
+    Each probe is guarded (probes/guard.py): one over its SPREAD_LIMITS runs again, up to ``attempts`` runs
+    in all; what the guard did is listed in ``diagnostics["spread_guard"]`` (one line per re-measured probe).
+    """
     import importlib
 
     import torch
@@ -163,6 +203,7 @@ def collect(
     ctx = ProbeContext(device=device, quick=quick, log=log)
     total = ProbeResult()
     seconds: dict[str, float] = {}
+    notes: list[str] = []
     chosen = [p for p in PROBES if only is None or p[0] in only or p[0] == "topology"]
     for index, (name, module_name, writes) in enumerate(chosen):
         if on_probe:
@@ -170,7 +211,11 @@ def collect(
         begin = time.perf_counter()
         try:
             module = importlib.import_module(module_name)
-            part = module.run(ctx)
+            part, record = guard.guarded(
+                name, lambda module=module: module.run(ctx), SPREAD_LIMITS.get(name, {}), attempts=attempts, log=log
+            )
+            if record is not None:
+                notes.append(record.note())
         except KeyboardInterrupt:
             raise
         except Exception as error:
@@ -186,7 +231,15 @@ def collect(
         torch.cuda.empty_cache()
     for metric in total.metrics:
         total.unsupported.pop(metric, None)
+    total.diagnostics["spread_guard"] = notes
     return total, seconds
+
+
+def guard_note(lines: list[str]) -> str:
+    """The provenance line of the spread guard: which probes were re-measured, or that none was."""
+    if not lines:
+        return "spread guard: every probe within its limits on the first attempt"
+    return "spread guard: " + "; ".join(lines)
 
 
 def run_probes(
@@ -202,15 +255,18 @@ def run_probes(
     total, seconds = collect(device, quick=quick, only=only, on_probe=on_probe, log=log)
     prov = provenance(device)
     builds: tuple[KernelBuild, ...] = ()
+    notes = []
     if with_builds:
         if on_probe:
             on_probe("kernel builds (compiling GEMM configs)", len(PROBES), len(PROBES) + 1)
         begin = time.perf_counter()
         builds, note = kernel_builds(prov.architecture, log)
         seconds["kernel_builds"] = time.perf_counter() - begin
-        prov = Provenance(**{**prov.__dict__, "notes": note + ("; quick run" if quick else "")})
-    elif quick:
-        prov = Provenance(**{**prov.__dict__, "notes": "quick run"})
+        notes.append(note)
+    if quick:
+        notes.append("quick run")
+    notes.append(guard_note(total.diagnostics.get("spread_guard", [])))
+    prov = Provenance(**{**prov.__dict__, "notes": "; ".join(notes)})
     try:
         profile = Profile(
             provenance=prov,

@@ -12,6 +12,6 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("validate", "theodolite.commands.validate", "measure the model's picks against the exhaustive best"),
     ("report", "theodolite.commands.report", "render HTML reports of a profile or a results file"),
     ("compare", "theodolite.commands.compare", "side-by-side of two profiles"),
-    ("check", "theodolite.commands.check", "bring-up check of a new card's profile against a reference"),
+    ("check", "theodolite.commands.check", "bring-up check of a card, a node or a fleet against a reference"),
     ("profile", "theodolite.commands.profile", "show or diff hardware profiles"),
 )

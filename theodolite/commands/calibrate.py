@@ -3,7 +3,9 @@
 Runs every probe (theodolite.probes.runner) with a progress bar, writes the profile atomically
 (``save_profile``: a temporary file renamed into place, so Ctrl-C leaves no partial file) and
 prints a summary table with the independent reference figures of the same run beside the
-measured values.  ``--all-devices`` starts one process per visible GPU, one profile each.
+measured values.  ``--all-devices`` starts one process per visible GPU, one profile each; the
+kernel builds (minutes of host compiling on every core) are compiled first, once per architecture,
+and merged into every card's profile, so no compile runs while a GPU is being timed.
 """
 
 from __future__ import annotations
@@ -48,7 +50,14 @@ SUMMARY = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", type=int, default=0, help="GPU index (default 0)")
-    parser.add_argument("--all-devices", action="store_true", help="calibrate every visible GPU, one process each")
+    parser.add_argument(
+        "--all-devices",
+        action="store_true",
+        help="calibrate every visible GPU, one process each (kernel builds compiled first, once per architecture)",
+    )
+    parser.add_argument(
+        "--sequential", action="store_true", help="with --all-devices: one GPU at a time instead of all at once"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer points and shorter runs (< 45 s)")
     parser.add_argument(
         "-o",
@@ -205,32 +214,112 @@ def _write_partial_diagnostics(partial: Any, path: Path) -> None:
     path.write_text(json.dumps(data, indent=1, default=str))
 
 
-def _all_devices(args: argparse.Namespace) -> int:
+def devices() -> list[tuple[str, str]]:
+    """(device name, architecture) of every visible GPU, by index (an indirection tests replace)."""
     count = device_count()
     if count == 0:
         raise NoDeviceError("no GPU visible to torch; calibrate needs one")
     import torch
 
-    from theodolite.profile.resolve import slug, user_cache_dir
+    table = []
+    for index in range(count):
+        props = torch.cuda.get_device_properties(index)
+        hip = getattr(torch.version, "hip", None)
+        arch = str(getattr(props, "gcnArchName", "gfx")).split(":")[0] if hip else f"sm_{props.major}{props.minor}"
+        table.append((torch.cuda.get_device_name(index), arch))
+    return table
 
+
+def spawn(command: list[str]) -> Any:
+    """Start one per-GPU calibration process (an indirection tests replace); returns what has ``wait()``."""
+    return subprocess.Popen(command)
+
+
+def _targets(folder: Path, names: list[str]) -> list[Path]:
+    from theodolite.profile.resolve import slug
+
+    slugs = [slug(name) for name in names]
+    return [
+        folder / (f"{name}-gpu{index}.h5" if slugs.index(name) != index else f"{name}.h5")
+        for index, name in enumerate(slugs)
+    ]
+
+
+def _builds_by_architecture(architectures: list[str]) -> dict[str, tuple[tuple[Any, ...], str, float]]:
+    """Compile the kernel builds once per architecture, here, while no GPU is being timed."""
+    from theodolite.probes import runner
+
+    done: dict[str, tuple[tuple[Any, ...], str, float]] = {}
+    for arch in dict.fromkeys(architectures):
+        print(f"compiling the kernel builds for {arch} before any GPU is timed")
+        begin = time.perf_counter()
+        builds, note = runner.kernel_builds(arch, print)
+        done[arch] = (builds, note, time.perf_counter() - begin)
+        print(f"{arch}: {note} ({done[arch][2]:.0f} s)")
+    return done
+
+
+def _merge_builds(path: Path, builds: tuple[Any, ...], note: str, cards: int) -> None:
+    """Put the node's shared kernel builds into one card's profile (rewritten atomically)."""
+    from dataclasses import replace
+
+    from theodolite.profile import load_profile, save_profile
+
+    profile = load_profile(path)
+    shared = f"{note} (compiled once for the node's {cards} card(s) of this architecture, before timing)"
+    notes = "; ".join(part for part in (shared, profile.provenance.notes) if part)
+    merged = replace(
+        profile,
+        provenance=replace(profile.provenance, notes=notes),
+        kernel_builds=tuple(builds),
+        origin=str(path),
+    )
+    save_profile(merged, path, overwrite=True)
+
+
+def _run_each(commands: list[list[str]], sequential: bool) -> list[int]:
+    """Run the per-GPU processes together (or one after another) and return their exit codes."""
+    if sequential:
+        return [spawn(command).wait() for command in commands]
+    running = [spawn(command) for command in commands]
+    return [process.wait() for process in running]
+
+
+def _all_devices(args: argparse.Namespace) -> int:
+    """One process per GPU, timing only; the host-heavy kernel builds run here first, never beside a timing run."""
+    from theodolite.profile.resolve import user_cache_dir
+
+    table = devices()
     folder = args.output if args.output is not None else user_cache_dir()
     if folder.suffix == ".h5":
         raise ProfileError(f"{folder}: with --all-devices, -o names a folder, not a file")
-    names = [slug(torch.cuda.get_device_name(i)) for i in range(count)]
-    targets = []
-    for index, name in enumerate(names):
-        duplicate = names.index(name) != index
-        targets.append(folder / (f"{name}-gpu{index}.h5" if duplicate else f"{name}.h5"))
+    targets = _targets(folder, [name for name, _ in table])
     for target in targets:
         _check_target(target, args.force)
-    processes = []
+    architectures = [arch for _, arch in table]
+    builds = {} if args.no_builds else _builds_by_architecture(architectures)
+    commands: list[list[str]] = []
     for index, target in enumerate(targets):
         command = [sys.executable, "-m", "theodolite", "calibrate", "--device", str(index), "-o", str(target)]
-        command += ["--quick"] * args.quick + ["--force"] * args.force + ["--no-builds"] * args.no_builds
-        command += ["--no-model"] * args.no_model
-        processes.append(subprocess.Popen(command))
-    codes = [process.wait() for process in processes]
-    for target, code in zip(targets, codes, strict=False):
+        command += ["--no-builds", "--no-model"] + ["--quick"] * args.quick + ["--force"] * args.force
+        commands.append(command)
+    codes = _run_each(commands, args.sequential)
+    for index, (target, code) in enumerate(zip(targets, codes, strict=True)):
+        if code == 0 and architectures[index] in builds:
+            compiled, note, _ = builds[architectures[index]]
+            _merge_builds(target, compiled, note, architectures.count(architectures[index]))
+    if not args.no_model:
+        # The model stage needs the builds (its legal configs) and compiles kernels of its own: it runs after every
+        # card's probes, so no host compile overlaps another card's probe timing.
+        stage = [i for i, code in enumerate(codes) if code == 0]
+        commands = [
+            [sys.executable, "-m", "theodolite", "calibrate", "--device", str(i), "--model-only", str(targets[i]),
+             "--force"] + ["--quick"] * args.quick
+            for i in stage
+        ]  # fmt: skip
+        for i, code in zip(stage, _run_each(commands, args.sequential), strict=True):
+            codes[i] = code
+    for target, code in zip(targets, codes, strict=True):
         print(f"{target}: {'ok' if code == 0 else f'failed (exit {code})'}")
     return max(codes, default=0)
 

@@ -77,6 +77,8 @@ def _write(file: h5py.File, profile: Profile) -> None:
         dataset.attrs["flagged"] = bool(measurement.flagged)
         dataset.attrs["note"] = measurement.note
         dataset.attrs["settings"] = json.dumps(dict(measurement.settings), sort_keys=True, default=str)
+        if measurement.attempts:  # optional: only where calibration re-measured (older files never have it)
+            dataset.attrs["attempts"] = json.dumps(dict(measurement.attempts), sort_keys=True, default=str)
 
     curves = file.create_group("curves")
     for name, curve in sorted(profile.curves.items()):
@@ -177,6 +179,7 @@ def _read(file: h5py.File, where: str) -> Profile:
             settings=json.loads(_text(dataset.attrs.get("settings", "{}"))),
             flagged=bool(dataset.attrs.get("flagged", False)),
             note=_text(dataset.attrs.get("note", "")),
+            attempts=json.loads(_text(dataset.attrs.get("attempts", "{}"))),
         )
 
     curves: dict[str, Curve] = {}

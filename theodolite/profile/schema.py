@@ -211,11 +211,15 @@ class Measurement:
     settings: Mapping[str, Any] = field(default_factory=dict)
     flagged: bool = False
     note: str = ""
+    # set when calibration re-measured this metric's probe because a spread was over its limit
+    # (probes/guard.py): {"limit": .., "kept": 1-based attempt, "cv": [per attempt], "value": [per attempt]}
+    attempts: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "value", float(self.value))
         object.__setattr__(self, "samples", _frozen_array(self.samples))
         object.__setattr__(self, "settings", _frozen_mapping(self.settings))
+        object.__setattr__(self, "attempts", _frozen_mapping(self.attempts))
 
     @classmethod
     def from_samples(
