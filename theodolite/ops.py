@@ -259,6 +259,23 @@ linear_op.register_autograd(_linear_backward, setup_context=_linear_setup)
 mm_op.register_autograd(_mm_backward, setup_context=_mm_setup)
 
 
+class _EagerLinear(torch.autograd.Function):
+    """Eager autograd of ``linear`` without the dispatcher's round trip (the registered op's autograd wrapper costs
+    several times this on the host); the same backward as the op's."""
+
+    @staticmethod
+    def forward(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        return _cached(_LINEAR, _linear_runner, x, weight, bias)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        _linear_setup(ctx, inputs, output)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        return _linear_backward(ctx, grad)
+
+
 def _plain(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
     """Nothing needs the dispatcher: plain tensors, no autograd record, no dispatch mode (fake tensors, profilers
     of the dispatcher, functionalization)."""
@@ -270,10 +287,15 @@ def _plain(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``F.linear(x, weight, bias)`` through the bundled kernels: the registered operator where autograd, compile or
-    a dispatch mode needs it, else the cached runner directly (the same kernels, less host time)."""
-    if torch.compiler.is_compiling() or not _plain(x, weight, bias):
+    """``F.linear(x, weight, bias)`` through the bundled kernels: the registered operator under compile, a tensor
+    subclass or a dispatch mode; else the cached runner directly (the same kernels, less host time), inside an
+    autograd.Function where a gradient is recorded (the op's own autograd wrapper costs more host time)."""
+    if torch.compiler.is_compiling() or type(x) is not Tensor or torch._C._len_torch_dispatch_stack():
         return linear_op(x, weight, bias)
+    if torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    ):
+        return _EagerLinear.apply(x, weight, bias)  # type: ignore[no-any-return]
     return _cached(_LINEAR, _linear_runner, x, weight, bias)
 
 

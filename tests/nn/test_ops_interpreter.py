@@ -106,6 +106,19 @@ def test_mlp_gradients_match_torch(dtype: torch.dtype) -> None:
         close(p.grad, pr.grad.to(dtype), dtype)  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("entry", ["eager", "operator"])
+def test_linear_gradients_of_both_entries(entry: str) -> None:
+    fn = ops.linear if entry == "eager" else ops.linear_op
+    x = torch.randn(2, 5, 24, requires_grad=True)
+    w = torch.randn(16, 24, requires_grad=True)
+    b = torch.randn(16, requires_grad=True)
+    g = torch.randn(2, 5, 16)
+    got = torch.autograd.grad((fn(x, w, b) * g).sum(), (x, w, b))
+    want = torch.autograd.grad((F.linear(x, w, b) * g).sum(), (x, w, b))
+    for gg, ww in zip(got, want, strict=True):
+        close(gg, ww, torch.float32)
+
+
 def test_backward_runs_the_kernels_in_nn_and_tn(monkeypatch: pytest.MonkeyPatch) -> None:
     from theodolite.kernels import launch
 
