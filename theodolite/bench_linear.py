@@ -21,7 +21,7 @@ import io
 import pstats
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,7 +120,7 @@ def _wall_ms(run: Callable[[], Any]) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def _side_by_side(runs: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+def _side_by_side(runs: Mapping[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
     """Median wall ms of each run, alternating between them each repeat (drift hits both sides alike)."""
     samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
@@ -159,6 +159,7 @@ class _Stack(torch.nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         for mods in self.layers:
+            assert isinstance(mods, torch.nn.ModuleDict)
             x = x + mods["o"](mods["qkv"](x)[:, : self.hidden])
             gate, up = mods["gate_up"](x).chunk(2, dim=-1)
             x = x + mods["down"](F.silu(gate) * up)
@@ -359,8 +360,14 @@ def run(settings: Settings, progress: Callable[[str], None] = print) -> dict[str
             progress(f"M={m}: eager {e['torch']:.3f} / {e['theodolite']:.3f} ms, graph {g['torch']:.3f} / "
                      f"{g['theodolite']:.3f} ms, max rel err {err:.2e}")  # fmt: skip
     compiled: dict[str, Any] | None = None
+    errors: dict[str, str] = {}
     if settings.compile:
-        compiled = _compile_rows(settings, weights, device)
+        try:
+            compiled = _compile_rows(settings, weights, device)
+        except Exception as error:  # noqa: BLE001 - a graph break (fullgraph) or compile failure is a result too
+            errors["compile"] = f"{type(error).__name__}: {error}"[:2000]
+            progress(f"torch.compile failed: {errors['compile'][:300]}")
+    if compiled is not None:
         for row in rows:
             times = compiled["ms"].get(row.m)
             if times:
@@ -389,9 +396,17 @@ def run(settings: Settings, progress: Callable[[str], None] = print) -> dict[str
         "compile": compiled,
     }
     if cuda:
-        result["host_us_per_call"] = {"m": settings.host_m, **host_per_call(settings, device, dtype)}
-        result["host_profile_theodolite"] = host_profile(settings, device, dtype)
-        result["trace"] = trace_pass(settings, weights, device)
+        parts: dict[str, Callable[[], Any]] = {
+            "host_us_per_call": lambda: {"m": settings.host_m, **host_per_call(settings, device, dtype)},
+            "host_profile_theodolite": lambda: host_profile(settings, device, dtype),
+            "trace": lambda: trace_pass(settings, weights, device),
+        }
+        for key, part in parts.items():
+            try:
+                result[key] = part()
+            except Exception as error:  # noqa: BLE001 - keep the timings already taken
+                errors[key] = f"{type(error).__name__}: {error}"[:2000]
+    result["errors"] = errors
     return result
 
 
@@ -440,6 +455,7 @@ def table(result: dict[str, Any]) -> str:
         for m, entry in per_m.items():
             cells = ", ".join(f"{k} {v:,.0f}" for k, v in entry.items())
             lines.append(f"{phase} M={m} tokens/s: {cells}")
+    lines.extend(f"error in {key}: {text[:300]}" for key, text in result.get("errors", {}).items())
     host = result.get("host_us_per_call")
     if host:
         lines.append(f"host us per call at M={host['m']}:")

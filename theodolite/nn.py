@@ -25,7 +25,8 @@ class Linear(torch.nn.Linear):
     to torch's kernel with one ``theodolite.errors.FallbackWarning``."""
 
     def forward(self, input: Tensor) -> Tensor:
-        weight, bias = self.weight, self.bias
+        weight: Tensor = self.weight
+        bias: Tensor | None = self.bias
         device = input.device.type
         if device in ("cuda", "cpu") and torch.is_autocast_enabled(device):  # cast as F.linear would be
             dtype = torch.get_autocast_dtype(device)

@@ -44,6 +44,7 @@ def _interpreting() -> bool:
 def unsupported(x: Tensor, w: Tensor) -> str | None:
     """Why the bundled kernels cannot run ``x @ w`` (None: they can)."""
     device = x.device
+    allowed: tuple[torch.dtype, ...]
     if device.type == "cuda":
         allowed = _CUDA_DTYPES
     elif device.type == "cpu" and _interpreting():

@@ -21,6 +21,7 @@ def test_cpu_smoke_run_writes_rows_and_a_table(tmp_path: Path, capsys: pytest.Ca
     out = tmp_path / "bench.json"
     assert main(["bench-linear", "--out", str(out), *TINY, "--hidden", "32", "--ffn", "48", "--kv", "8"]) == 0
     result = json.loads(out.read_text())
+    assert result["errors"] == {}
     assert [row["m"] for row in result["rows"]] == [1, 8, 16]
     assert all(row["max_rel_err"] < 1e-5 for row in result["rows"])
     assert result["projections"] == [["qkv", 32, 48], ["o", 32, 32], ["gate_up", 32, 96], ["down", 48, 32]]
@@ -41,6 +42,7 @@ def test_gpu_tiny_run(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     assert main(["bench-linear", "--out", str(out), *TINY]) == 0
     result = json.loads(out.read_text())
+    assert result["errors"] == {}
     assert all(row["max_rel_err"] < 2e-2 for row in result["rows"])
     assert all(row["graph_theodolite_ms"] > 0 and row["compile_theodolite_ms"] > 0 for row in result["rows"])
     assert result["compile"]["graphs"] == {"torch": 1, "theodolite": 1}
