@@ -926,6 +926,23 @@ def gemm(
     return result
 
 
+def cached_runner(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    config: GemmConfig,
+    *,
+    bias: torch.Tensor | None = None,
+    num_sms: int | None = None,
+    precision: str | None = None,
+) -> Callable[..., torch.Tensor] | None:
+    """The launch cache's entry for a gemm() call that has run once with these arguments' metadata, as
+    ``run(a, b, out, c, bias)``; None where that call is not cached (interpreter, fast launch off, copied operands).
+    A caller holding it (``theodolite.ops``) skips building and looking up gemm()'s key at each call."""
+    key = _fast_key(a, b, config, None, 1.0, 0.0, None, bias, None, num_sms, None, None, precision)
+    entry = _FAST.get(key) if key is not None else None
+    return None if entry is None else entry.run
+
+
 class _FastGemm:
     """A cached gemm() for one (problem, config, argument metadata): compiled launchers, grids, constant
     arguments and workspace, re-bound to each call's tensors.  A repeated gemm() call then costs a

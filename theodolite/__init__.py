@@ -1,11 +1,13 @@
 """theodolite: measure a GPU once, then pick fast GEMM configs from the measurement.
 
 Public API: ``select`` (model pick for a problem), ``matmul`` (select and run),
-``load_profile`` / ``Profile`` (hardware profiles).
+``load_profile`` / ``Profile`` (hardware profiles); in PyTorch models ``nn.Linear`` and ``patch``/``unpatch``
+(swap a model's Linear layers in place), on the operators of ``ops`` (``torch.ops.theodolite.linear``/``mm``).
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,11 @@ __all__ = [
     "__version__",
     "load_profile",
     "matmul",
+    "nn",
+    "ops",
+    "patch",
     "select",
+    "unpatch",
 ]
 
 
@@ -39,4 +45,10 @@ def __getattr__(name: str) -> Any:
         from theodolite import api
 
         return getattr(api, name)
+    if name in ("nn", "ops"):  # torch-facing modules: torch is imported on first use only
+        return importlib.import_module(f"theodolite.{name}")
+    if name in ("patch", "unpatch"):
+        from theodolite import nn
+
+        return getattr(nn, name)
     raise AttributeError(f"module 'theodolite' has no attribute {name!r}")

@@ -11,3 +11,8 @@ class ProfileError(TheodoliteError):
 
 class NoDeviceError(TheodoliteError):
     """A command needs a GPU and none is visible."""
+
+
+class FallbackWarning(UserWarning):
+    """A theodolite layer ran torch's own kernel instead (an input dtype or device the bundled kernels do not
+    run); warned once per reason, the answer is still right."""

@@ -9,6 +9,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("calibrate", "theodolite.commands.calibrate", "measure this GPU into a hardware profile"),
     ("select", "theodolite.commands.select", "pick the GEMM config for shapes from a profile"),
     ("bench", "theodolite.commands.bench", "time every kernel config against torch.matmul"),
+    ("bench-linear", "theodolite.commands.bench_linear", "time a decoder's projections: F.linear against theodolite"),
     ("validate", "theodolite.commands.validate", "measure the model's picks against the exhaustive best"),
     ("report", "theodolite.commands.report", "render HTML reports of a profile or a results file"),
     ("compare", "theodolite.commands.compare", "side-by-side of two profiles"),

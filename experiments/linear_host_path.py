@@ -1,0 +1,117 @@
+"""Host time per call of theodolite's entry points for a decoder's projections, on the CPU, the kernel launch stubbed.
+
+What a host-bound eager model pays per ``F.linear`` replacement, without a GPU: the launch cache is made to build
+its direct-launch entries as on a GPU (``fast_launch_enabled`` on, each ``_Launch`` given a no-op runner instead
+of a compiled kernel), so every line of Python between the call and the driver's launch runs, and only the launch
+itself (a C call, a few microseconds on a GPU host) and CUDA's allocator (the CPU's is used) differ.  Shapes: the
+Llama-3-8B projections at M tokens (``theodolite.bench_linear.PROJECTIONS``), bf16, the bundled H100 profile's picks.
+
+    PYTHONPATH=$PWD python3 reports/results/experiments/linear_host_path.py [M] [--profile]
+
+Prints microseconds per call (median of rounds) per entry point; ``--profile`` adds a cProfile of ops.linear.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import inspect
+import os
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ["TRITON_INTERPRET"] = "1"  # plan_gemm accepts CPU tensors; no kernel runs (the launches are stubbed)
+
+import torch  # noqa: E402
+
+from theodolite import api, matmul, ops  # noqa: E402
+from theodolite.bench_linear import PROJECTIONS  # noqa: E402
+from theodolite.kernels import launch  # noqa: E402
+from theodolite.nn import Linear  # noqa: E402
+
+
+def stub_launches() -> None:
+    """Every _Launch binds its arguments as on a GPU and gets a no-op runner; the launch cache is on."""
+
+    def compile_stub(self: Any) -> bool:
+        signature = inspect.signature(self.kernel.fn)  # the interpreter's kernel: bind as JITFunction.signature does
+        kwargs = {key: value for key, value in self.kwargs.items() if key in signature.parameters}
+        bound = signature.bind(*self.args, **kwargs)
+        bound.apply_defaults()
+        self.ordered = list(bound.arguments.values())
+        self.runner = lambda *args: None
+        return True
+
+    launch._Launch.compile = compile_stub  # type: ignore[method-assign]
+    # the profile's SM count: split-K's legality (few tiles per SM) as on the H100, not the interpreter's 16 SMs
+    sms = int(api.resolve(None).value("sm_count"))
+    limits = launch.KernelLimits("sm_90", 227 * 1024, 65536, 255, 1024, 32, sms, 228 * 1024, 2048)
+    launch.device_limits = lambda device: limits
+    launch.fast_launch_enabled = lambda: True
+    ops.unsupported = lambda x, w: None  # bf16 on the CPU: nothing runs, so let it through
+
+
+def per_call_us(fn: Callable[[], Any], calls: int = 2000, rounds: int = 7) -> float:
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    m = int(args[0]) if args else 8
+    stub_launches()
+    profile = api.resolve(None)
+    rows = []
+    for name, k, n in PROJECTIONS:
+        x = torch.randn(m, k, dtype=torch.bfloat16)
+        w = torch.randn(n, k, dtype=torch.bfloat16)
+        wg = w.clone().requires_grad_()
+        lin = Linear(k, n, bias=False, dtype=torch.bfloat16)
+        config = api.select(m, n, k, layout="nt", profile=profile).config
+        sms = int(profile.value("sm_count"))
+        entries: dict[str, Callable[[], Any]] = {
+            "torch.empty (floor)": lambda x=x, n=n: torch.empty(x.shape[0], n, dtype=x.dtype),
+            "kernels.gemm (launch cache)": lambda x=x, w=w, c=config: launch.gemm(x, w.t(), c, num_sms=sms),
+            "theodolite.matmul(x, W.t())": lambda x=x, w=w: matmul(x, w.t()),
+            "theodolite.ops.linear": lambda x=x, w=w: ops.linear(x, w),
+            "torch.ops.theodolite.linear": lambda x=x, w=w: ops.linear_op(x, w, None),
+            "theodolite.nn.Linear": lambda x=x, lin=lin: lin(x),
+            "ops.linear, weight requires grad": lambda x=x, wg=wg: ops.linear(x, wg),
+        }
+        with torch.no_grad():
+            for fn in list(entries.values())[:-1]:
+                fn()
+        entries["ops.linear, weight requires grad"]()
+        for entry, fn in entries.items():
+            if entry == "ops.linear, weight requires grad":
+                us = per_call_us(fn, calls=500)
+            else:
+                with torch.no_grad():
+                    us = per_call_us(fn)
+            rows.append((name, config.key, entry, us))
+    print(f"host us per call, CPU, kernel launch stubbed, M={m}, bf16, torch {torch.__version__}")
+    for name, key, entry, us in rows:
+        print(f"{name:>8} {key:<34} {entry:<34} {us:7.2f}")
+    if "--profile" in sys.argv:
+        x = torch.randn(m, 4096, dtype=torch.bfloat16)
+        w = torch.randn(4096, 4096, dtype=torch.bfloat16)
+        with torch.no_grad():
+            ops.linear(x, w)
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(20000):
+                ops.linear(x, w)
+            prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+
+
+if __name__ == "__main__":
+    main()

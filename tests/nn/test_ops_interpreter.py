@@ -1,0 +1,172 @@
+"""CPU tests of theodolite::linear / theodolite::mm in Triton's interpreter (fp16/fp32, small shapes): values against
+torch, torch.library.opcheck, gradients through the kernels, the runner cache, and the fallback's single warning."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if torch.cuda.is_available():
+    pytest.skip("interpreter tests run on CPU-only machines", allow_module_level=True)
+os.environ["TRITON_INTERPRET"] = "1"  # before the kernels are imported: @triton.jit reads it then
+
+import torch.nn.functional as F  # noqa: E402
+
+from theodolite import api, ops  # noqa: E402
+from theodolite.errors import FallbackWarning  # noqa: E402
+
+TOL = {torch.float32: 1e-5, torch.float16: 2e-2}
+
+
+def close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype
+    scale = max(want.double().abs().max().item(), 1e-6)
+    err = (got.double() - want.double()).abs().max().item() / scale
+    assert err <= TOL[dtype], f"max rel error {err}"
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    ops.clear_caches()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("lead", [(8,), (2, 3), (1,)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear_matches_torch(dtype: torch.dtype, lead: tuple[int, ...], with_bias: bool) -> None:
+    x = torch.randn(*lead, 24).to(dtype)
+    w = torch.randn(20, 24).to(dtype)
+    b = torch.randn(20).to(dtype) if with_bias else None
+    want = F.linear(x.double(), w.double(), None if b is None else b.double()).to(dtype)
+    close(ops.linear(x, w, b), want, dtype)
+    close(torch.ops.theodolite.linear(x, w, b), want, dtype)
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_mm_every_layout(layout: str) -> None:
+    a = torch.randn(12, 20) if layout[0] == "n" else torch.randn(20, 12).t()
+    b = torch.randn(20, 9) if layout[1] == "n" else torch.randn(9, 20).t()
+    close(ops.mm(a, b), (a.double() @ b.double()).float(), torch.float32)
+
+
+def test_strided_input_without_a_unit_stride_is_copied_not_refused() -> None:
+    x = torch.randn(8, 48)[:, ::2]  # strides (48, 2): neither dimension contiguous
+    w = torch.randn(16, 24)
+    close(ops.linear(x, w), F.linear(x, w), torch.float32)
+
+
+def test_opcheck_linear_and_mm() -> None:
+    x = torch.randn(8, 32, requires_grad=True)
+    w = torch.randn(16, 32, requires_grad=True)
+    b = torch.randn(16, requires_grad=True)
+    torch.library.opcheck(torch.ops.theodolite.linear.default, (x, w, b))
+    torch.library.opcheck(torch.ops.theodolite.linear.default, (x.detach(), w.detach(), None))
+    a = torch.randn(8, 32, requires_grad=True)
+    bt = torch.randn(16, 32).t().requires_grad_()
+    torch.library.opcheck(torch.ops.theodolite.mm.default, (a, bt))
+
+
+def test_a_repeated_shape_selects_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = api.select_problem
+
+    def counting(problem, profile=None):  # type: ignore[no-untyped-def]
+        calls.append(problem)
+        return real(problem, profile)
+
+    monkeypatch.setattr(api, "select_problem", counting)
+    x, w = torch.randn(8, 32), torch.randn(16, 32)
+    for _ in range(3):
+        ops.linear(x, w)
+    ops.linear(torch.randn(8, 32), w)  # another tensor of the same metadata: the same runner
+    assert len(calls) == 1 and calls[0].layout == "nt"
+    ops.linear(torch.randn(9, 32), w)
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_mlp_gradients_match_torch(dtype: torch.dtype) -> None:
+    from theodolite import nn as tnn
+
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.SiLU(), torch.nn.Linear(40, 16, bias=False)).to(dtype)
+    ref = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.SiLU(), torch.nn.Linear(40, 16, bias=False)).double()
+    ref.load_state_dict(mlp.state_dict())
+    assert tnn.patch(mlp) == ["0", "2"]
+    x = torch.randn(2, 6, 24).to(dtype).requires_grad_()
+    xr = x.detach().double().requires_grad_()
+    mlp(x).square().sum().backward()
+    ref(xr).square().sum().backward()
+    close(x.grad, xr.grad.to(dtype), dtype)  # type: ignore[union-attr, arg-type]
+    for (name, p), (_, pr) in zip(mlp.named_parameters(), ref.named_parameters(), strict=True):
+        assert p.grad is not None, name
+        close(p.grad, pr.grad.to(dtype), dtype)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("entry", ["eager", "operator"])
+def test_linear_gradients_of_both_entries(entry: str) -> None:
+    fn = ops.linear if entry == "eager" else ops.linear_op
+    x = torch.randn(2, 5, 24, requires_grad=True)
+    w = torch.randn(16, 24, requires_grad=True)
+    b = torch.randn(16, requires_grad=True)
+    g = torch.randn(2, 5, 16)
+    got = torch.autograd.grad((fn(x, w, b) * g).sum(), (x, w, b))
+    want = torch.autograd.grad((F.linear(x, w, b) * g).sum(), (x, w, b))
+    for gg, ww in zip(got, want, strict=True):
+        close(gg, ww, torch.float32)
+
+
+def test_backward_runs_the_kernels_in_nn_and_tn(monkeypatch: pytest.MonkeyPatch) -> None:
+    from theodolite.kernels import launch
+
+    seen = []
+    real = launch.problem_of
+
+    def recording(a, b, *args, **kwargs):  # type: ignore[no-untyped-def]
+        problem = real(a, b, *args, **kwargs)
+        seen.append((problem.m, problem.n, problem.k, problem.layout))
+        return problem
+
+    monkeypatch.setattr(launch, "problem_of", recording)
+    x = torch.randn(8, 24, requires_grad=True)
+    w = torch.randn(16, 24, requires_grad=True)
+    (ops.linear(x, w) * torch.randn(8, 16)).sum().backward()  # dY contiguous (a sum's own grad is an expand)
+    assert (8, 16, 24, "nt") in seen  # forward: X @ W.T
+    assert (8, 24, 16, "nn") in seen  # dX = dY @ W
+    assert (16, 24, 8, "tn") in seen  # dW = dY.T @ X (a transposed view, no copy)
+
+
+def test_unsupported_dtype_falls_back_with_one_warning() -> None:
+    x, w = torch.randn(4, 8, dtype=torch.float64), torch.randn(6, 8, dtype=torch.float64)
+    with pytest.warns(FallbackWarning, match="float64"):
+        out = ops.linear(x, w)
+    assert torch.equal(out, F.linear(x, w))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = ops.linear(torch.randn(5, 8, dtype=torch.float64), w)  # a new shape: still no second warning
+    assert again.shape == (5, 6)
+
+
+def test_cpu_without_the_interpreter_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ops, "_interpreting", lambda: False)
+    lin = torch.nn.Linear(8, 6)
+    from theodolite import nn as tnn
+
+    tnn.patch(lin)
+    x = torch.randn(3, 8)
+    with pytest.warns(FallbackWarning, match="CUDA"):
+        out = lin(x)
+    assert torch.equal(out, F.linear(x, lin.weight, lin.bias))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lin(x)
+
+
+def test_mismatched_inputs_get_torchs_error_not_a_triton_trace() -> None:
+    with pytest.raises(RuntimeError, match="shape|size"):
+        ops.linear(torch.randn(4, 8), torch.randn(6, 9))
+    with pytest.raises(RuntimeError, match="dtype|type"):
+        ops.linear(torch.randn(4, 8), torch.randn(6, 8, dtype=torch.float16))

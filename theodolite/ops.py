@@ -1,0 +1,310 @@
+"""theodolite's GEMMs as PyTorch operators: ``theodolite::linear`` and ``theodolite::mm``.
+
+Registered with ``torch.library.custom_op`` so ``torch.compile`` treats them as opaque calls (a fake
+implementation gives shapes without specializing on them) and autograd differentiates them through the same
+kernels: for ``y = x @ W.T + b``, ``dX = dY @ W`` (layout nn), ``dW = dY.T @ X`` (layout tn, a transposed view),
+``db = dY.sum(0)``.
+
+The eager path is kept short because a decoder's small-M GEMMs are host bound: each (shape, strides, dtype,
+device, alignment) is resolved once into a runner that holds the picked config and the launch cache's entry
+(``kernels.launch.cached_runner``), so a repeated call costs one key, one dictionary lookup and one direct launch.
+Where nothing needs the dispatcher (no autograd, no compile, no tensor subclass or dispatch mode), ``linear``
+calls that runner without going through it.
+
+Inputs the kernels do not run (a dtype other than fp16/bf16/fp32, a device that is not CUDA, the CPU outside
+Triton's interpreter) run torch's own kernel, with one ``FallbackWarning`` per reason.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from theodolite.errors import FallbackWarning
+
+Runner = Callable[[Tensor, Tensor, Tensor | None], Tensor]
+
+_CUDA_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_INTERPRETER_DTYPES = (torch.float16, torch.float32)  # Triton's interpreter has no bf16
+_CACHE_LIMIT = 4096
+_WARNED: set[str] = set()
+
+
+def _interpreting() -> bool:
+    from theodolite.kernels.launch import interpreting
+
+    return interpreting()
+
+
+def unsupported(x: Tensor, w: Tensor) -> str | None:
+    """Why the bundled kernels cannot run ``x @ w`` (None: they can)."""
+    device = x.device
+    allowed: tuple[torch.dtype, ...]
+    if device.type == "cuda":
+        allowed = _CUDA_DTYPES
+    elif device.type == "cpu" and _interpreting():
+        allowed = _INTERPRETER_DTYPES
+    else:
+        return f"the kernels run on CUDA devices (or the CPU under TRITON_INTERPRET=1), not on {device.type}"
+    if x.dtype not in allowed:
+        names = ", ".join(str(d).removeprefix("torch.") for d in allowed)
+        return f"the kernels run {names} on {device.type}, not {str(x.dtype).removeprefix('torch.')}"
+    return None
+
+
+def _warn_once(reason: str) -> None:
+    if reason not in _WARNED:
+        _WARNED.add(reason)
+        warnings.warn(f"theodolite: {reason}; torch's kernel runs instead", FallbackWarning, stacklevel=4)
+
+
+def _fp32_precision(dtype: torch.dtype) -> str | None:
+    """fp32 follows torch's matmul setting: tf32 tensor cores where torch allows them, else ieee fp32."""
+    if dtype is not torch.float32:
+        return None
+    return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+
+
+def _unit_stride(x: Tensor) -> Tensor:
+    """x itself where one of its two dimensions is contiguous (the kernels' requirement), else a contiguous copy."""
+    if x.stride(-1) == 1 or x.stride(-2) == 1 or x.shape[-1] <= 1 or x.shape[-2] <= 1:
+        return x
+    return x.contiguous()
+
+
+class _Gemm:
+    """``a @ b (+ bias)`` for one argument metadata: the model's config picked once, then gemm()'s cached launch."""
+
+    __slots__ = ("config", "sms", "precision", "fast")
+
+    def __init__(self, a: Tensor, b: Tensor, precision: str | None) -> None:
+        from theodolite import api
+        from theodolite.kernels.launch import problem_of
+
+        profile = api.resolve(None)
+        self.config = api.select_problem(problem_of(a, b, None, precision), profile).config
+        self.sms = int(profile.value("sm_count"))
+        self.precision = precision
+        self.fast: Callable[..., Tensor] | None = None
+
+    def __call__(self, a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
+        fast = self.fast
+        if fast is not None:
+            return fast(a, b, None, None, bias)
+        from theodolite.kernels.launch import cached_runner, gemm
+
+        out = gemm(a, b, self.config, bias=bias, num_sms=self.sms, precision=self.precision)
+        self.fast = cached_runner(a, b, self.config, bias=bias, num_sms=self.sms, precision=self.precision)
+        return out
+
+
+def _torch_linear(x: Tensor, w: Tensor, bias: Tensor | None) -> Tensor:
+    return F.linear(x, w, bias)
+
+
+def _linear_runner(x: Tensor, w: Tensor, bias: Tensor | None) -> Runner:
+    """The runner of ``F.linear(x, w, bias)`` for x's and w's metadata."""
+    if x.dtype != w.dtype or x.device != w.device or w.dim() != 2 or x.dim() == 0 or x.shape[-1] != w.shape[1]:
+        return _torch_linear  # torch raises its own error (or broadcasts as F.linear does)
+    if bias is not None and (bias.dtype != x.dtype or bias.device != x.device or tuple(bias.shape) != (w.shape[0],)):
+        return _torch_linear
+    reason = unsupported(x, w)
+    if reason is not None:
+        _warn_once(reason)
+        return _torch_linear
+    k, n = w.shape[1], w.shape[0]
+    out_shape = (*x.shape[:-1], n)
+    flat = x.dim() == 2 and (x.stride(-1) == 1 or x.stride(-2) == 1)
+    x2 = x if flat else _unit_stride(x.reshape(-1, k))
+    run = _Gemm(x2, w.t(), _fp32_precision(x.dtype))
+    if flat:
+        return lambda x, w, bias: run(x, w.t(), bias)
+
+    def reshaped(x: Tensor, w: Tensor, bias: Tensor | None) -> Tensor:
+        return run(_unit_stride(x.reshape(-1, k)), w.t(), bias).view(out_shape)
+
+    return reshaped
+
+
+def _torch_mm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
+    return torch.mm(a, b)
+
+
+def _mm_runner(a: Tensor, b: Tensor, bias: Tensor | None) -> Runner:
+    """The runner of ``a @ b`` (2-D) for their metadata."""
+    if a.dim() != 2 or b.dim() != 2 or a.dtype != b.dtype or a.device != b.device or a.shape[1] != b.shape[0]:
+        return _torch_mm  # torch raises its own error
+    reason = unsupported(a, b)
+    if reason is not None:
+        _warn_once(reason)
+        return _torch_mm
+    unit = (a.stride(-1) == 1 or a.stride(-2) == 1) and (b.stride(-1) == 1 or b.stride(-2) == 1)
+    run = _Gemm(_unit_stride(a), _unit_stride(b), _fp32_precision(a.dtype))
+    if unit:
+        return run
+    return lambda a, b, bias: run(_unit_stride(a), _unit_stride(b), None)
+
+
+def _meta(x: Tensor) -> tuple[Any, ...]:
+    return (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15)
+
+
+_LINEAR: dict[tuple[Any, ...], Runner] = {}
+_MM: dict[tuple[Any, ...], Runner] = {}
+
+
+def _cached(cache: dict[tuple[Any, ...], Runner], make: Callable[[Tensor, Tensor, Tensor | None], Runner],
+            a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:  # fmt: skip
+    key = (
+        a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15, b.shape, b.stride(), b.dtype, b.device,
+        b.data_ptr() & 15, None if bias is None else _meta(bias),
+        torch.get_float32_matmul_precision() if a.dtype is torch.float32 else None,
+    )  # fmt: skip
+    run = cache.get(key)
+    if run is None:
+        run = make(a, b, bias)
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[key] = run
+    return run(a, b, bias)
+
+
+def linear_eager(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear`` through the bundled kernels without the dispatcher (no autograd record)."""
+    return _cached(_LINEAR, _linear_runner, x, weight, bias)
+
+
+def mm_eager(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` (2-D) through the bundled kernels without the dispatcher (no autograd record)."""
+    return _cached(_MM, _mm_runner, a, b, None)
+
+
+def clear_caches() -> None:
+    """Forget resolved runners (tests; a profile replaced in place) and which fallbacks have warned."""
+    _LINEAR.clear()
+    _MM.clear()
+    _WARNED.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# the operators
+# ---------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("theodolite::linear", mutates_args=())
+def linear_op(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``x @ weight.T + bias`` as ``F.linear``: x ``[..., K]``, weight ``[N, K]``, bias ``[N]`` or None."""
+    return _cached(_LINEAR, _linear_runner, x, weight, bias)
+
+
+@linear_op.register_fake
+def _linear_fake(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    torch._check(weight.dim() == 2, lambda: f"theodolite::linear: weight must be 2-D, got {weight.dim()}-D")
+    torch._check(x.dim() >= 1, lambda: "theodolite::linear: x must have at least one dimension")
+    torch._check(
+        x.shape[-1] == weight.shape[1],
+        lambda: f"theodolite::linear: x has {x.shape[-1]} features, weight expects {weight.shape[1]}",
+    )
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@torch.library.custom_op("theodolite::mm", mutates_args=())
+def mm_op(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` for 2-D a ``[M, K]`` and b ``[K, N]`` of any strides (one unit-stride dimension avoids a copy)."""
+    return _cached(_MM, _mm_runner, a, b, None)
+
+
+@mm_op.register_fake
+def _mm_fake(a: Tensor, b: Tensor) -> Tensor:
+    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "theodolite::mm: a and b must be 2-D")
+    torch._check(a.shape[1] == b.shape[0], lambda: f"theodolite::mm: inner sizes differ ({a.shape[1]}, {b.shape[0]})")
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    x, weight, bias = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias = bias is not None
+
+
+def _linear_backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    x, weight = ctx.saved_tensors
+    g2 = grad.reshape(-1, grad.shape[-1])
+    grad_x = grad_w = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_x = mm_op(g2, weight).reshape(x.shape)  # dY [M, N] @ W [N, K]: layout nn
+    if ctx.needs_input_grad[1]:
+        grad_w = mm_op(g2.t(), x.reshape(-1, x.shape[-1]))  # dY.T [N, M] (a view) @ X [M, K]: layout tn
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        grad_b = g2.sum(0)
+    return grad_x, grad_w, grad_b
+
+
+def _mm_setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _mm_backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+    a, b = ctx.saved_tensors
+    grad_a = mm_op(grad, b.t()) if ctx.needs_input_grad[0] else None
+    grad_b = mm_op(a.t(), grad) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b
+
+
+linear_op.register_autograd(_linear_backward, setup_context=_linear_setup)
+mm_op.register_autograd(_mm_backward, setup_context=_mm_setup)
+
+
+class _EagerLinear(torch.autograd.Function):
+    """Eager autograd of ``linear`` without the dispatcher's round trip (the registered op's autograd wrapper costs
+    several times this on the host); the same backward as the op's."""
+
+    @staticmethod
+    def forward(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        return _cached(_LINEAR, _linear_runner, x, weight, bias)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        _linear_setup(ctx, inputs, output)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        return _linear_backward(ctx, grad)
+
+
+def _plain(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
+    """Nothing needs the dispatcher: plain tensors, no autograd record, no dispatch mode (fake tensors, profilers
+    of the dispatcher, functionalization)."""
+    if type(x) is not Tensor or torch._C._len_torch_dispatch_stack():
+        return False
+    if not torch.is_grad_enabled():
+        return True
+    return not (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear(x, weight, bias)`` through the bundled kernels: the registered operator under compile, a tensor
+    subclass or a dispatch mode; else the cached runner directly (the same kernels, less host time), inside an
+    autograd.Function where a gradient is recorded (the op's own autograd wrapper costs more host time)."""
+    if torch.compiler.is_compiling() or type(x) is not Tensor or torch._C._len_torch_dispatch_stack():
+        return linear_op(x, weight, bias)
+    if torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    ):
+        return _EagerLinear.apply(x, weight, bias)  # type: ignore[no-any-return]
+    return _cached(_LINEAR, _linear_runner, x, weight, bias)
+
+
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` (2-D) through the bundled kernels; as ``linear``, the operator only where something needs it."""
+    if torch.compiler.is_compiling() or not _plain(a, b, None):
+        return mm_op(a, b)
+    return _cached(_MM, _mm_runner, a, b, None)
+
+
+__all__ = ["clear_caches", "linear", "linear_eager", "linear_op", "mm", "mm_eager", "mm_op", "unsupported"]
