@@ -4,7 +4,7 @@
 # Llama-3-8B-sized decoder's 128 projections per pass, F.linear against theodolite: eager, CUDA graph,
 # torch.compile; tokens/s; host us per call; a profiler summary at M=8).  Run from the repository root:
 #
-#   PYTHONPATH=$PWD bash reports/results/experiments/bench_linear_gpu.sh $OUT
+#   PYTHONPATH=$PWD bash experiments/bench_linear_gpu.sh $OUT
 #
 # Writes $OUT/bench-linear-<gpu>.json (commit it as reports/results/bench-linear-<gpu>.json), the GPU tests' log,
 # chrome traces of one M=8 pass per side, and prints the ratio table last.

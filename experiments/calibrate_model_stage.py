@@ -1,7 +1,7 @@
 """One full calibrate on this GPU (probes, kernel builds, model stage), its seconds per stage, then every model
 parameter with its method, spread and the hold-out score, as JSON under $OUT and a table last.
 
-    PYTHONPATH=$PWD python3 reports/results/experiments/calibrate_model_stage.py [--quick]
+    PYTHONPATH=$PWD python3 experiments/calibrate_model_stage.py [--quick]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ of a compiled kernel), so every line of Python between the call and the driver's
 itself (a C call, a few microseconds on a GPU host) and CUDA's allocator (the CPU's is used) differ.  Shapes: the
 Llama-3-8B projections at M tokens (``theodolite.bench_linear.PROJECTIONS``), bf16, the bundled H100 profile's picks.
 
-    PYTHONPATH=$PWD python3 reports/results/experiments/linear_host_path.py [M] [--profile]
+    PYTHONPATH=$PWD python3 experiments/linear_host_path.py [M] [--profile]
 
 Prints microseconds per call (median of rounds) per entry point; ``--profile`` adds a cProfile of ops.linear.
 """
