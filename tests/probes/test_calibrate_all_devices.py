@@ -27,7 +27,16 @@ class FakeChild:
         device = command[command.index("--device") + 1]
         target = Path(command[command.index("-o") + 1])
 
+        def model_stage() -> None:  # --model-only: the card's own profile, builds merged, gains its parameters
+            begin = time.perf_counter()
+            profile = load_profile(target)
+            events.append(("model", f"{device}:{len(profile.kernel_builds)}", begin, time.perf_counter()))
+            save_profile(replace(profile, origin=str(target)), target, overwrite=True)
+
         def work() -> None:
+            if "--model-only" in command:
+                model_stage()
+                return
             begin = time.perf_counter()
             time.sleep(0.15)
             events.append(("timing", device, begin, time.perf_counter()))
@@ -74,8 +83,13 @@ def test_builds_compile_once_before_any_timing_and_land_in_every_profile(monkeyp
     assert builds[0][3] <= min(t[2] for t in timing)  # the compile ended before the first card was timed
     # the two cards were timed side by side (default), each child told not to build
     assert max(t[2] for t in timing) < min(t[3] for t in timing)
-    assert all("--no-builds" in c and "--quick" in c for c in commands)
-    assert [c[c.index("--device") + 1] for c in commands] == ["0", "1"]
+    probes = [c for c in commands if "--model-only" not in c]
+    assert all("--no-builds" in c and "--no-model" in c and "--quick" in c for c in probes)
+    assert [c[c.index("--device") + 1] for c in probes] == ["0", "1"]
+    # the model stage ran per card after every card's probes, on the profile with the node's builds merged in
+    model = [e for e in events if e[0] == "model"]
+    assert sorted(e[1] for e in model) == ["0:1", "1:1"]
+    assert min(e[2] for e in model) >= max(t[3] for t in timing)
     for name in ("nvidia-h100-80gb-hbm3.h5", "nvidia-h100-80gb-hbm3-gpu1.h5"):
         profile = load_profile(tmp_path / name)
         assert len(profile.kernel_builds) == 1 and profile.kernel_builds[0].architecture == "sm_90"
@@ -106,7 +120,15 @@ def test_no_builds_and_a_failed_card(monkeypatch, tmp_path: Path, capsys) -> Non
     assert not [e for e in events if e[0] == "builds"]
     assert load_profile(tmp_path / "nvidia-h100-80gb-hbm3.h5").kernel_builds == ()
     assert not (tmp_path / "nvidia-h100-80gb-hbm3-gpu1.h5").exists()
+    # the failed card gets no model stage; the good one does
+    assert [c[c.index("--device") + 1] for c in commands if "--model-only" in c] == ["0"]
     assert "failed (exit 3)" in capsys.readouterr().out
+
+
+def test_no_model_skips_the_model_stage(monkeypatch, tmp_path: Path) -> None:
+    events, commands = _fake(monkeypatch, [H100, H100])
+    assert main(["calibrate", "--all-devices", "--no-model", "-o", str(tmp_path)]) == 0
+    assert not [e for e in events if e[0] == "model"] and not [c for c in commands if "--model-only" in c]
 
 
 def test_existing_profile_refused_before_anything_runs(monkeypatch, tmp_path: Path) -> None:

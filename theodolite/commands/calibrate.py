@@ -314,7 +314,7 @@ def _all_devices(args: argparse.Namespace) -> int:
         stage = [i for i, code in enumerate(codes) if code == 0]
         commands = [
             [sys.executable, "-m", "theodolite", "calibrate", "--device", str(i), "--model-only", str(targets[i]),
-             "--force"] + ["--quick"] * args.quick
+             "-o", str(targets[i]), "--force"] + ["--quick"] * args.quick
             for i in stage
         ]  # fmt: skip
         for i, code in zip(stage, _run_each(commands, args.sequential), strict=True):
