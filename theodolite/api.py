@@ -277,22 +277,23 @@ def _k_major_copy(problem: Problem) -> Problem:
 
 
 def _plan(problem: Problem, prof: Profile) -> tuple[GemmConfig, bool]:
-    """The pick and whether B is copied K-major first: fp8's tensor-core path wants K-major B (torch's nn.Linear
-    weight ``w.t()``), so for B stored N-major the model prices the nt pick plus the copy (one read and write of B,
-    model.memory.aligned_copy_time) against the best config that reads B as it is, and takes the faster."""
-    from theodolite.model import memory
-    from theodolite.model.predict import NoLegalConfigError
+    """The pick and whether B is copied K-major first.  fp8's tensor-core instructions (wgmma) read K-major B only:
+    reading fp8 B stored N-major, Triton's dot measured 13x slower than torch._scaled_mm on K-major B (H100, 8192^3,
+    issue 38), a penalty the model does not price.  So fp8 B stored N-major is always copied K-major (one read and
+    write of B, ``copy_cost_s``) and the nt pick runs."""
+    if problem.dtype.startswith("fp8") and problem.layout[1] == "n" and 0 not in (problem.m, problem.n, problem.k):
+        return select_problem(_k_major_copy(problem), prof).config, True
+    return select_problem(problem, prof).config, False
 
-    if not problem.dtype.startswith("fp8") or problem.layout[1] == "t" or 0 in (problem.m, problem.n, problem.k):
-        return select_problem(problem, prof).config, False
-    copied = select_problem(_k_major_copy(problem), prof)
+
+def copy_cost_s(problem: Problem, prof: Profile) -> float:
+    """The model's time for matmul's K-major copy of fp8 B stored N-major (0 where none is made)."""
+    from theodolite.model import memory
+
+    if not problem.dtype.startswith("fp8") or problem.layout[1] != "n":
+        return 0.0
     b_bytes = problem.batch * problem.k * problem.n * problem.element_bytes
-    copied_s = copied.predicted_time_s + memory.aligned_copy_time((0.0, b_bytes), (False, True), copied._table.hw)
-    try:
-        direct = select_problem(problem, prof)
-    except NoLegalConfigError:
-        return copied.config, True
-    return (copied.config, True) if copied_s < direct.predicted_time_s else (direct.config, False)
+    return memory.aligned_copy_time((0.0, b_bytes), (False, True), table_for(prof, problem.dtype).hw)
 
 
 def matmul(
@@ -315,8 +316,8 @@ def matmul(
     scales (one-element float32 tensors, or floats), multiplied into the result in the kernel's epilogue on the
     device (never read on the host, so the call can be captured in a CUDA graph); the output is ``out_dtype``
     (``torch.bfloat16`` by default, ``float16`` or ``float32``).  B stored K-major (``w.t()`` of an ``[N, K]``
-    weight, layout nt) is the fast path; B stored N-major is copied K-major first where the model prices the copy
-    and the nt kernel below the best config that reads B as it is.  If the pick fails to compile or launch here,
+    weight, layout nt) is the fast path; B stored N-major is copied K-major first (``_plan``; ``copy_cost_s`` is
+    the model's price of that copy).  If the pick fails to compile or launch here,
     the model's next legal config runs instead, with one ``KernelFallbackWarning``.
     """
     # looked up on the package at call time (the selection-speed benchmark swaps in a stub launcher)
