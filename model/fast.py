@@ -479,7 +479,8 @@ _CLASSES: dict[tuple[int, float, float, int, bool], AlignmentClass] = {}
 def alignment_class(
     table: ConfigTable, a_vec: float, b_vec: float, out_bytes: int, tma_ok: bool, layout: str = ""
 ) -> AlignmentClass:
-    key = (id(table), a_vec, b_vec, out_bytes, tma_ok, layout or "nn")
+    layout = table.build_layout(loads_class(a_vec, b_vec), layout, out_bytes)  # one grid where builds agree
+    key = (id(table), a_vec, b_vec, out_bytes, tma_ok, layout)
     found = _CLASSES.get(key)
     if found is None or found.table is not table:
         found = AlignmentClass(table, a_vec, b_vec, out_bytes, tma_ok, layout)
@@ -647,7 +648,7 @@ class IntRoute:
                 float(b_eff) if b_eff >= ASYNC_COPY_MIN_BYTES else b_scalar,
                 self.out_bytes,
                 a_eff == ALIGN_BYTES and b_eff == ALIGN_BYTES,
-                self.layout,
+                table.build_layout(loads, self.layout, self.out_bytes),
             )
         )
         if klass is None or klass.grid is None or klass.table is not table:

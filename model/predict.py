@@ -108,6 +108,7 @@ class ConfigTable:
         self.out_bytes_default = default_out_bytes(dtype)
         self._lock = threading.Lock()
         self._builds: dict[tuple[str, str, int], list[KernelBuild | None]] = {}
+        self._canonical: dict[tuple[str, str, int], str] = {}
         builds = self.builds_for("vector")
         self.builds = builds
         # the binaries of misaligned, uncopied operands (8-/4-byte vectors, element-wise loads), layout nn at the
@@ -210,6 +211,17 @@ class ConfigTable:
             found = [lookup_build(self.profile, c, self.dtype, *key) for c in self.configs]
             with self._lock:
                 self._builds[key] = found
+        return found
+
+    def build_layout(self, loads: str, layout: str, out_bytes: int) -> str:
+        """``layout``, or "nn" where its builds are nn's (older profiles' builds serve every layout): problems of the
+        two then share one view and one candidate grid (model.fast) instead of two equal ones."""
+        key = (loads, layout or "nn", out_bytes or self.out_bytes_default)
+        found = self._canonical.get(key)
+        if found is None:
+            nn = self.builds_for(loads, "nn", key[2])
+            same = all(x is y for x, y in zip(self.builds_for(*key), nn, strict=True))
+            found = self._canonical[key] = "nn" if same else key[1]
         return found
 
     def _fit_of(self, loads: str, layout: str, out_bytes: int) -> np.ndarray:

@@ -23,7 +23,7 @@ from theodolite.kernels.config import (
     lookup_build,
     operand_loads,
 )
-from theodolite.model.predict import MissingBuildsError
+from theodolite.model.predict import MissingBuildsError, clear_tables
 
 from theodolite import api
 from theodolite.errors import ProfileError
@@ -60,6 +60,7 @@ def test_bundled_picks_have_a_legal_build_or_the_profile_says_which_builds_are_m
             build = lookup_build(profile, config, dtype, operand_loads(problem), layout, problem.output_bytes)
             assert build is not None, f"{m}x{n}x{k} {dtype} {layout}: {config.key} has no build"
             assert legality(config, problem, limits, build, require_build=True) is None
+    clear_tables()  # the candidate grids of every class this suite touched: bound the test process's memory
 
 
 def _profile_with(profile: Profile, builds: tuple[KernelBuild, ...]) -> Profile:
