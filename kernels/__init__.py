@@ -23,9 +23,17 @@ from theodolite.kernels.config import (
 )
 
 if TYPE_CHECKING:
-    from theodolite.kernels.launch import GemmPlan, device_limits, gemm, plan_gemm, problem_of
+    from theodolite.kernels.launch import (
+        GemmPlan,
+        KernelLaunchError,
+        device_limits,
+        gemm,
+        is_launch_failure,
+        plan_gemm,
+        problem_of,
+    )
 
-_LAZY = {"gemm", "problem_of", "plan_gemm", "GemmPlan", "device_limits"}
+_LAZY = {"gemm", "problem_of", "plan_gemm", "GemmPlan", "device_limits", "KernelLaunchError", "is_launch_failure"}
 
 
 def __getattr__(name: str) -> Any:
@@ -42,11 +50,13 @@ __all__ = [
     "ConfigError",
     "GemmConfig",
     "GemmPlan",
+    "KernelLaunchError",
     "KernelLimits",
     "Problem",
     "config_space",
     "device_limits",
     "gemm",
+    "is_launch_failure",
     "legal_configs",
     "legality",
     "needs_aligned_copy",

@@ -355,12 +355,15 @@ def _shape_inputs(m: int, n: int, k: int, dtype: str, layout: str, timer: Timer,
     set_bytes = a.numel() * a.element_size() + b.numel() * b.element_size() + out.numel() * out.element_size()
     rotation = rotation_count(set_bytes, timer.l2) if rotate else 0
     sets = [(a, b, ref, out)] + [(a.clone(), b.clone(), ref.clone(), out.clone()) for _ in range(max(0, rotation - 1))]
-    one = torch.ones((), device=device)
+    one = torch.ones((), device=device, dtype=torch.float32)
 
     def torch_call(x: torch.Tensor, y: torch.Tensor, r: torch.Tensor) -> Callable[[], Any]:
         if fp8:
-            y_col = y.t().contiguous().t()  # _scaled_mm wants a column-major B
-            return lambda: torch._scaled_mm(x, y_col, scale_a=one, scale_b=one, out_dtype=torch.float32)
+            # _scaled_mm wants a K-major B (w.t() of an nn.Linear weight [N, K]; copied once here, outside the timing)
+            # and gives the output dtype of ours (bf16 by default)
+            y_col = y.t().contiguous().t()
+            out_torch = _TORCH_DTYPES[problem.output_dtype]
+            return lambda: torch._scaled_mm(x, y_col, scale_a=one, scale_b=one, out_dtype=out_torch)
         return lambda: torch.matmul(x, y, out=r)
 
     torch_fns = [torch_call(x, y, r) for x, y, r, _ in sets]

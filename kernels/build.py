@@ -24,7 +24,7 @@ from theodolite.kernels.config import (
     masked_edges,
 )
 
-from theodolite.profile.schema import KERNEL_LOADS, KernelBuild
+from theodolite.profile.schema import BUILD_LAYOUTS, BUILD_OUT_BYTES, KERNEL_LOADS, KernelBuild, default_out_bytes
 
 _TRITON_TYPES = {
     "fp16": "*fp16",
@@ -34,26 +34,31 @@ _TRITON_TYPES = {
     "fp8e4m3": "*fp8e4nv",
     "fp8e5m2": "*fp8e5",
 }
-_OUT_TYPES = {
-    "fp16": "*fp16",
-    "bf16": "*bf16",
-    "tf32": "*fp32",
-    "fp32": "*fp32",
-    "fp8e4m3": "*fp32",
-    "fp8e5m2": "*fp32",
-}
-PROBLEM_VARIANTS = ("nn",)
+PROBLEM_VARIANTS = BUILD_LAYOUTS
+
+
+def _out_type(dtype: str, out_bytes: int) -> str:
+    """The output pointer type of a build: 4 bytes fp32; 2 bytes the input dtype where it is fp16, else bf16."""
+    if out_bytes == 4:
+        return "*fp32"
+    return "*fp16" if dtype == "fp16" else "*bf16"
 
 
 def _source(
-    config: GemmConfig, dtype: str, layout: str, loads: str = "vector", extra: dict[str, Any] | None = None
+    config: GemmConfig,
+    dtype: str,
+    layout: str,
+    loads: str = "vector",
+    extra: dict[str, Any] | None = None,
+    out_bytes: int = 0,
 ) -> tuple[Any, Any]:
     """The ASTSource of a config's main kernel (what dominates its registers and shared memory).
 
     ``loads``: the operands' load width (``KernelBuild.loads``): "vector" 16 bytes, "vec8"/"vec4" the
     binaries of misaligned rows read as 8-/4-byte vectors, "scalar" element-wise (both operands
     misaligned and not copied), "scalar-a"/"scalar-b" that operand element-wise and the other 16-byte
-    vectors: each a different register budget; the narrow ones spill first."""
+    vectors: each a different register budget; the narrow ones spill first.  ``out_bytes``: the output's element
+    size (0: the dtype's default), which sizes the epilogue's staging in shared memory."""
     from theodolite.kernels import persistent, splitk, streamk, tma
     from triton.compiler import ASTSource
 
@@ -96,7 +101,8 @@ def _source(
         constexprs["FLATTEN"] = config.flatten
     if config.variant == "streamk":
         constexprs.update(CHUNKS=TAIL_CHUNKS, SPIN=True)
-    out_vec = 16 // (2 if dtype in ("fp16", "bf16") else 4)
+    out_bytes = out_bytes or default_out_bytes(dtype)
+    out_vec = 16 // out_bytes
     constexprs.update(HAS_C=False, BIAS_MODE=0, HAS_SCALE=False, OUT_VEC=out_vec, C_VEC=0, N_VEC=out_vec)
     constexprs.update(extra or {})
     signature: dict[str, str] = {}
@@ -115,7 +121,7 @@ def _source(
         elif name in ("a_ptr", "b_ptr", "b1_ptr"):
             signature[name] = _TRITON_TYPES[dtype]
         elif name in ("out_ptr", "c_ptr", "bias_ptr"):
-            signature[name] = _OUT_TYPES[dtype]
+            signature[name] = _out_type(dtype, out_bytes)
         elif name in ("scale_ptr", "ws_ptr"):
             signature[name] = "*fp32"
         elif name == "lock_ptr":
@@ -166,7 +172,12 @@ def _ptxas_usage(ptx: str, arch: str) -> tuple[int, int]:
 
 
 def compile_one(
-    config_key: str, dtype: str, architecture: str = "sm_90", layout: str = "nn", loads: str = "vector"
+    config_key: str,
+    dtype: str,
+    architecture: str = "sm_90",
+    layout: str = "nn",
+    loads: str = "vector",
+    out_bytes: int = 0,
 ) -> KernelBuild:
     """Compile one config for ``architecture`` (no GPU needed) and read its resources."""
     import triton
@@ -175,7 +186,8 @@ def compile_one(
     config = GemmConfig.from_key(config_key)
     capability = int("".join(ch for ch in architecture[3:] if ch.isdigit()))
     target = GPUTarget("cuda", capability, 32)
-    _, source = _source(config, dtype, layout, loads)
+    out_bytes = out_bytes or default_out_bytes(dtype)
+    _, source = _source(config, dtype, layout, loads, out_bytes=out_bytes)
     backend = triton.compiler.make_backend(target)
     options = backend.parse_options({"num_warps": config.num_warps, "num_stages": config.num_stages})
     compiled = triton.compile(source, target=target, options=options.__dict__)
@@ -191,14 +203,16 @@ def compile_one(
         shared_bytes=int(compiled.metadata.shared),
         num_stages=config.num_stages,
         loads=loads,
+        layout=layout,
+        out_bytes=out_bytes,
     )
 
 
-def _compile_task(args: tuple[str, str, str, str, str]) -> KernelBuild | str:
+def _compile_task(args: tuple[str, str, str, str, str, int]) -> KernelBuild | str:
     try:
         return compile_one(*args)
     except Exception as error:  # a config that does not compile is reported, not fatal
-        return f"{args[0]} {args[1]}: {type(error).__name__}: {str(error)[:300]}"
+        return f"{args[0]} {args[1]} {args[3]} {args[4]} out {args[5]} B: {type(error).__name__}: {str(error)[:300]}"
 
 
 def compile_builds(
@@ -208,36 +222,38 @@ def compile_builds(
     problem_variants: tuple[str, ...] = PROBLEM_VARIANTS,
     workers: int | None = None,
     loads: tuple[str, ...] = KERNEL_LOADS,
+    out_bytes: tuple[int, ...] = BUILD_OUT_BYTES,
 ) -> list[KernelBuild]:
     """KernelBuild (registers, spills, shared bytes) of every config of ``dtypes`` for ``architecture``.
 
-    Layouts in ``problem_variants`` are compiled too; the worst (most registers/spills) is kept
-    per config.  Each config is built for vector loads and, for the non-TMA variants, for the narrower
-    loads of misaligned operands that are not copied (``KERNEL_LOADS``).  Configs that fail to compile
-    are left out (their errors are printed).
+    One build per layout of ``problem_variants`` (which operands are K-major changes shared memory and
+    registers; fp8's TMA kernel runs layout nt only, so only that is built) and output element size of
+    ``out_bytes`` (the epilogue's staging).  Each config is built for vector loads and, for the non-TMA variants,
+    for the narrower loads of misaligned operands that are not copied (``KERNEL_LOADS``).  Configs that fail to
+    compile are left out (their errors are printed): legality then refuses them.
     """
     tasks = []
     for dtype in dtypes:
         chosen = configs if configs is not None else list(config_space(dtype))
         for config in chosen:
             for layout in problem_variants:
+                if config.variant == "tma" and dtype.startswith("fp8") and layout != "nt":
+                    continue  # config.legality: fp8's TMA path needs K-major B
                 for kind in loads:
                     if kind != "vector" and config.variant == "tma":
                         continue  # TMA never runs misaligned operands
-                    tasks.append((config.key, dtype, architecture, layout, kind))
+                    for size in out_bytes:
+                        tasks.append((config.key, dtype, architecture, layout, kind, size))
     workers = workers or max(1, min(len(tasks), (os.cpu_count() or 2)))
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(_compile_task, tasks))
-    best: dict[tuple[str, str, str], KernelBuild] = {}
+        results = list(pool.map(_compile_task, tasks, chunksize=8))
+    builds = []
     for result in results:
         if isinstance(result, str):
             print(f"compile failed: {result}")
             continue
-        key = (result.config_key, result.dtype, result.loads)
-        old = best.get(key)
-        if old is None or (result.n_spills, result.n_regs) > (old.n_spills, old.n_regs):
-            best[key] = result
-    return list(best.values())
+        builds.append(result)
+    return builds
 
 
 def _warm(jobs: list[tuple[str, str, str, int, int, int]]) -> list[str]:

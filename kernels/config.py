@@ -153,7 +153,7 @@ class Problem:
     dtype: str = "bf16"
     batch: int = 1
     layout: str = "nn"
-    out_dtype: str | None = None  # None: the input dtype (fp32 for fp8 and tf32 inputs)
+    out_dtype: str | None = None  # None: the input dtype (bf16 for fp8 inputs, as torch._scaled_mm; fp32 for tf32)
     a_row_stride_aligned: bool | None = None  # None: derived from the shape (contiguous storage)
     b_row_stride_aligned: bool | None = None
 
@@ -177,6 +177,8 @@ class Problem:
     def output_dtype(self) -> str:
         if self.out_dtype is not None:
             return self.out_dtype
+        if self.dtype.startswith("fp8"):
+            return "bf16"
         return self.dtype if self.dtype in ("fp16", "bf16") else "fp32"
 
     @property
@@ -514,6 +516,7 @@ def legality(
     limits: KernelLimits,
     build: KernelBuild | None = None,
     shape_rules: bool = True,
+    require_build: bool = False,
 ) -> str | None:
     """Why ``config`` cannot (or must not) run ``problem`` on this hardware; None when it can.
 
@@ -522,7 +525,9 @@ def legality(
     conservative estimate from the tile does.  ``shape_rules=False`` leaves out the rules on the problem's sizes
     (split-K's: K deep enough for the slices, few enough output tiles; the decode family's M <= DECODE_MAX_M), for
     a caller that applies them per shape itself (the model's fast path: one legality mask then serves every size of a
-    kind of problem).
+    kind of problem).  ``require_build``: the profile has compiler facts (``Profile.has_builds``), so a config without
+    a build for the problem's dtype, layout, load class and output size is illegal; the estimate serves only profiles
+    with none.
     """
     if not limits.supports(problem.dtype):
         return f"dtype {problem.dtype} needs a newer architecture than {limits.architecture}"
@@ -553,6 +558,11 @@ def legality(
             # Enough tiles to fill the GPU already: splitting K only adds the fp32 workspace
             # (split_k * tiles * block_m * block_n * 4 bytes) and its reduction.
             return f"split-K needs few output tiles ({tiles} > {SPLITK_MAX_WAVES} x {limits.sm_count} SMs)"
+    if build is None and require_build:
+        return (
+            f"no kernel build for {problem.dtype} layout {problem.layout} ({operand_loads(problem)} loads, "
+            f"{problem.output_bytes}-byte output) in the profile"
+        )
     if build is not None:
         if build.n_spills > 0:
             return f"compiler spills {build.n_spills} registers"
@@ -633,15 +643,34 @@ def legal_configs(
     """The configs of the space that can run ``problem`` here (compiler facts from ``profile`` if given)."""
     result = []
     loads = operand_loads(problem)
+    required = profile is not None and profile.has_builds()
     for config in config_space(problem.dtype, variants):
         build = None
         if profile is not None:
-            build = profile.kernel_build(config.variant, config.key, problem.dtype, loads)
-            if build is None and loads != "vector":  # a profile from before these builds were gathered
-                build = profile.kernel_build(config.variant, config.key, problem.dtype)
-        if legality(config, problem, limits, build) is None:
+            build = problem_build(profile, config, problem, loads)
+        if legality(config, problem, limits, build, require_build=required) is None:
             result.append(config)
     return result
+
+
+def problem_build(profile: Profile, config: GemmConfig, problem: Problem, loads: str) -> KernelBuild | None:
+    """The profile's build of ``config`` for a problem's dtype, load class, layout and output size."""
+    return lookup_build(profile, config, problem.dtype, loads, problem.layout, problem.output_bytes)
+
+
+def lookup_build(
+    profile: Profile, config: GemmConfig, dtype: str, loads: str, layout: str = "", out_bytes: int = 0
+) -> KernelBuild | None:
+    """A config's build for (dtype, load class, layout, output bytes); a profile from before a narrower load class
+    was gathered serves it with the nearest it has (an operand element-wise beside vectors: the all-element-wise
+    build, then the vector one)."""
+    build = profile.kernel_build(config.variant, config.key, dtype, loads, layout, out_bytes)
+    if build is None and loads.startswith("scalar-") and not profile.has_builds(dtype, loads):
+        build = profile.kernel_build(config.variant, config.key, dtype, "scalar", layout, out_bytes)
+        loads = "scalar"
+    if build is None and loads != "vector" and not profile.has_builds(dtype, loads):
+        build = profile.kernel_build(config.variant, config.key, dtype, "vector", layout, out_bytes)
+    return build
 
 
 # An operand whose rows are not 16-byte aligned cannot use vector loads or TMA; gemm() then

@@ -37,7 +37,7 @@ from theodolite.kernels.config import (
     vector_elements,
 )
 from theodolite.kernels.padded_copy import copy_arguments, padded_copy_kernel
-from triton.runtime.errors import OutOfResources
+from triton.runtime.errors import TritonError
 
 _TORCH_TO_NAME: dict[torch.dtype, str] = {
     torch.float16: "fp16",
@@ -48,6 +48,16 @@ _TORCH_TO_NAME: dict[torch.dtype, str] = {
 }
 _NAME_TO_TORCH: dict[str, torch.dtype] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 _OUT_ALIASES: dict[Any, str] = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+
+
+class KernelLaunchError(ConfigError):
+    """A legal config's kernel failed to compile or launch here (more shared memory or registers than the build
+    recorded, a compiler error): ``theodolite.matmul`` then runs the model's next legal config."""
+
+
+def is_launch_failure(error: BaseException) -> bool:
+    """Whether ``error`` is a kernel's failure to compile or launch (not a bad input)."""
+    return isinstance(error, (KernelLaunchError, TritonError))
 
 
 def interpreting() -> bool:
@@ -339,23 +349,35 @@ def _epilogue_vecs(out3: torch.Tensor, c3: torch.Tensor | None, n: int) -> tuple
 
 
 def _scale_tensor(a_scale: Any, b_scale: Any, device: torch.device) -> torch.Tensor | None:
+    """One fp32 element on the device, the product of the per-tensor scales, that the epilogue loads (never read on
+    the host: no synchronization, so CUDA graphs can capture the call); None without scales."""
     if a_scale is None and b_scale is None:
         return None
-    scale = torch.ones(1, dtype=torch.float32, device=device)
-    for name, value in (("a_scale", a_scale), ("b_scale", b_scale)):
+    tensors: list[torch.Tensor] = []
+    number = 1.0
+    for name, value in (("scale_a", a_scale), ("scale_b", b_scale)):
         if value is None:
             continue
         if isinstance(value, torch.Tensor):
             if value.numel() != 1:
                 raise ConfigError(f"{name} must be a per-tensor scale (one element), got shape {tuple(value.shape)}")
+            if not value.is_floating_point():
+                raise ConfigError(
+                    f"{name} must be a floating-point tensor (float32, as torch._scaled_mm), got {value.dtype}"
+                )
             if value.device != device:
                 raise ConfigError(f"{name} is on {value.device}, the inputs on {device}")
-            scale = scale * value.reshape(1).to(torch.float32)
-        elif isinstance(value, (int, float)):
-            scale = scale * float(value)
+            tensors.append(value.reshape(1))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            number *= float(value)
         else:
             raise ConfigError(f"{name} must be a float or a one-element tensor, got {type(value).__name__}")
-    return scale
+    if not tensors:
+        return torch.full((1,), number, dtype=torch.float32, device=device)
+    scale = tensors[0] if tensors[0].dtype == torch.float32 else tensors[0].to(torch.float32)
+    for other in tensors[1:]:
+        scale = scale * other  # one small launch (type promotion keeps fp32)
+    return scale * number if number != 1.0 else scale
 
 
 def fast_launch_enabled() -> bool:
@@ -571,8 +593,8 @@ class _Launch:
         """Launch once through Triton and keep the direct launcher; False when there is none (interpreter)."""
         try:
             compiled = self.kernel[self.grid](*self.args, **self.kwargs)
-        except OutOfResources as error:  # a config the size estimates let through: say so, not Triton's trace
-            raise ConfigError(f"{self.kernel.__name__} with this config does not fit the device: {error}") from None
+        except TritonError as error:  # out of resources, a compiler error: say so, not Triton's trace
+            raise KernelLaunchError(f"{self.kernel.__name__} with this config failed here: {error}") from None
         if compiled is None or not fast_launch_enabled() or not hasattr(compiled, "packed_metadata"):
             return False
         self.ordered = self._bind()
@@ -673,7 +695,7 @@ def plan_gemm(
             bias = bias.contiguous()
     scale = _scale_tensor(a_scale, b_scale, device)
     if scale is not None and not problem.dtype.startswith("fp8"):
-        raise ConfigError("a_scale/b_scale apply to fp8 inputs only")
+        raise ConfigError(f"scale_a/scale_b apply to fp8 inputs only, not {problem.dtype}")
     limits = device_limits(device)
     reason = legality(config, problem, limits)
     if reason is not None:
@@ -1075,4 +1097,7 @@ def _ensure_allocator() -> None:
     _ALLOCATOR_SET = True
 
 
-__all__ = ["GemmPlan", "device_limits", "gemm", "interpreting", "plan_gemm", "problem_of", "DTYPE_BYTES"]
+__all__ = [
+    "GemmPlan", "KernelLaunchError", "device_limits", "gemm", "interpreting", "is_launch_failure", "plan_gemm",
+    "problem_of", "DTYPE_BYTES",
+]  # fmt: skip

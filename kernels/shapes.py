@@ -1,8 +1,10 @@
 """Shape suites for benchmarks and validation: ``load_suite(name_or_path) -> [(name, M, N, K)]``.
 
 Names: ``llm`` and ``random-dev`` (bundled CSVs), ``square`` (powers of two 256..16384),
-``random:N:seed`` (log-uniform in [16, 16384]), or a CSV path with header ``name,M,N,K[,dtype][,layout]``
-(extra columns are ignored here; ``load_suite_rows`` keeps them).
+``random:N:seed`` (log-uniform in [16, 16384]), ``decode`` (M = 1 .. 64 against every weight of llm.csv: what LLM
+serving runs most), ``wide:N:seed`` (M from 1, N up to 131072, K up to 65536, odd and aligned sizes, layouts nn and
+nt in turn), or a CSV path with header ``name,M,N,K[,dtype][,layout]`` (extra columns are ignored here;
+``load_suite_rows`` keeps them).
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from theodolite.errors import TheodoliteError
 
 SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
 BUNDLED = {"llm": SHAPES_DIR / "llm.csv", "random-dev": SHAPES_DIR / "random-dev.csv"}
+DECODE_M = (1, 2, 4, 8, 16, 32, 64)
+# wide:COUNT:SEED draws each size log-uniform in these ranges (inclusive)
+WIDE_RANGES = {"M": (1, 16384), "N": (16, 131072), "K": (16, 65536)}
+WIDE_ALIGNED_SHARE = 0.5  # the share of sizes rounded to a multiple of 64 (else a multiple of 8 or odd, half each)
 
 
 class ShapeSuiteError(TheodoliteError):
@@ -40,10 +46,15 @@ def load_suite_rows(name_or_path: str) -> list[dict[str, str]]:
             return rows
         except ValueError:
             raise ShapeSuiteError(f"bad random suite {name_or_path!r}: expected random:COUNT:SEED") from None
+    if name_or_path == "decode":
+        return decode_rows()
+    if name_or_path.startswith("wide:"):
+        return wide_rows(name_or_path)
     path = BUNDLED.get(name_or_path, Path(name_or_path))
     if not path.is_file():
         raise ShapeSuiteError(
-            f"no shape suite {name_or_path!r} (names: llm, random-dev, square, random:N:seed, or a CSV)"
+            f"no shape suite {name_or_path!r} (names: llm, random-dev, square, random:N:seed, decode, wide:N:seed, "
+            "or a CSV)"
         )
     lines = [line for line in path.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
     reader = csv.DictReader(lines)
@@ -62,3 +73,42 @@ def load_suite_rows(name_or_path: str) -> list[dict[str, str]]:
 def load_suite(name_or_path: str) -> list[tuple[str, int, int, int]]:
     """(name, M, N, K) of every shape of a suite, in file order."""
     return [(row["name"], int(row["M"]), int(row["N"]), int(row["K"])) for row in load_suite_rows(name_or_path)]
+
+
+def decode_rows() -> list[dict[str, str]]:
+    """Decode: M in DECODE_M against each distinct (N, K) weight of llm.csv, in file order (12 weights: 84 shapes)."""
+    weights = list(dict.fromkeys((row["name"], int(row["N"]), int(row["K"])) for row in load_suite_rows("llm")))
+    seen: set[tuple[int, int]] = set()
+    rows = []
+    for name, n, k in weights:
+        if (n, k) in seen:
+            continue
+        seen.add((n, k))
+        rows += [{"name": f"{name}.m{m}", "M": str(m), "N": str(n), "K": str(k)} for m in DECODE_M]
+    return rows
+
+
+def wide_rows(spec: str) -> list[dict[str, str]]:
+    """``wide:COUNT:SEED``: sizes log-uniform in WIDE_RANGES (M from 1: decode and skinny shapes), half of them
+    multiples of 64, a quarter multiples of 8, a quarter left as drawn (odd rows: misaligned loads); a layout column
+    alternating nn and nt.  ``random:COUNT:SEED`` stays as it was, for reproducibility."""
+    try:
+        _, count, seed = spec.split(":")
+        rng = random.Random(int(seed))
+        total = int(count)
+    except ValueError:
+        raise ShapeSuiteError(f"bad wide suite {spec!r}: expected wide:COUNT:SEED") from None
+    rows = []
+    for i in range(total):
+        dims = {}
+        for key, (low, high) in WIDE_RANGES.items():
+            value = int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
+            roll = rng.random()
+            if roll < WIDE_ALIGNED_SHARE:
+                value = max(64, round(value / 64) * 64) if value >= 32 else value
+            elif roll < (1 + WIDE_ALIGNED_SHARE) / 2:
+                value = max(8, round(value / 8) * 8) if value >= 4 else value
+            dims[key] = min(max(value, low), high)
+        layout = "nn" if i % 2 == 0 else "nt"
+        rows.append({"name": f"wide{i:03d}", **{key: str(value) for key, value in dims.items()}, "layout": layout})
+    return rows

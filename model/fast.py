@@ -88,12 +88,16 @@ _LOCK = threading.Lock()
 class AlignmentClass:
     """One (table, load widths, output size, TMA legality) class: scalar config tuples, bounds, candidate grid."""
 
-    def __init__(self, table: ConfigTable, a_vec: float, b_vec: float, out_bytes: int, tma_ok: bool) -> None:
+    def __init__(
+        self, table: ConfigTable, a_vec: float, b_vec: float, out_bytes: int, tma_ok: bool, layout: str = ""
+    ) -> None:
         self.table = table
         self.a_vec, self.b_vec, self.out_bytes, self.tma_ok = a_vec, b_vec, out_bytes, tma_ok
+        self.layout = layout or "nn"  # the builds' layout: their residency and legality
         self.uses = 0
         loads = loads_class(a_vec, b_vec)
-        self.view = view = table.for_loads(loads)  # the residency of the binaries this class runs
+        # the residency of the binaries this class runs
+        self.view = view = table.for_loads(loads, self.layout, out_bytes)
         per_program = core.per_program(table, a_vec, b_vec)
         self.per_program = per_program
         own = ("per_program", "stage_fill")  # this class's: its load widths
@@ -160,9 +164,12 @@ class AlignmentClass:
         # the binaries this class runs (scalar loads when an operand is misaligned and not copied): a config
         # whose binary spills or overflows shared memory is illegal for every shape of the class, so it must
         # not take a cell's candidate place (else whole cells fall back to the full space)
-        builds = table.builds_by_loads[loads]
+        builds = table.builds_for(loads, self.layout, out_bytes)
         smem = table.hw.limits.smem_bytes_per_block
-        self.build_ok = np.array([b is None or (b.n_spills == 0 and b.shared_bytes <= smem) for b in builds])
+        missing_ok = not table.require_builds  # a profile with builds refuses a config without one (legality)
+        self.build_ok = np.array(
+            [missing_ok if b is None else (b.n_spills == 0 and b.shared_bytes <= smem) for b in builds]
+        )
 
     def build(self) -> grid_cache.Grid:
         """Candidates per grid cell: the (deduplicated) configs within CANDIDATE_SLACK of the best at any of its 8
@@ -183,8 +190,8 @@ class AlignmentClass:
         table = self.table
         return grid_cache.grid_key((
             fingerprint(table.profile), table.dtype, table.keys, table.hw, self.a_vec, self.b_vec, self.out_bytes,
-            self.tma_ok, GRID_LOG2_MAX, STEPS_PER_OCTAVE, CANDIDATE_SLACK, CORNER_BOUND, NEAR_TIE, CANDIDATE_RANKS,
-            TILE_SLACK, INSIDE_SAMPLES, INSIDE_SLACK,
+            self.tma_ok, self.layout, GRID_LOG2_MAX, STEPS_PER_OCTAVE, CANDIDATE_SLACK, CORNER_BOUND, NEAR_TIE,
+            CANDIDATE_RANKS, TILE_SLACK, INSIDE_SAMPLES, INSIDE_SLACK,
         ))  # fmt: skip
 
     def _build(self) -> grid_cache.Grid:
@@ -473,11 +480,14 @@ def _number(value: object) -> float | int:
 _CLASSES: dict[tuple[int, float, float, int, bool], AlignmentClass] = {}
 
 
-def alignment_class(table: ConfigTable, a_vec: float, b_vec: float, out_bytes: int, tma_ok: bool) -> AlignmentClass:
-    key = (id(table), a_vec, b_vec, out_bytes, tma_ok)
+def alignment_class(
+    table: ConfigTable, a_vec: float, b_vec: float, out_bytes: int, tma_ok: bool, layout: str = ""
+) -> AlignmentClass:
+    layout = table.build_layout(loads_class(a_vec, b_vec), layout, out_bytes)  # one grid where builds agree
+    key = (id(table), a_vec, b_vec, out_bytes, tma_ok, layout)
     found = _CLASSES.get(key)
     if found is None or found.table is not table:
-        found = AlignmentClass(table, a_vec, b_vec, out_bytes, tma_ok)
+        found = AlignmentClass(table, a_vec, b_vec, out_bytes, tma_ok, layout)
         with _LOCK:
             _CLASSES[key] = found
     return found
@@ -518,7 +528,7 @@ def choose_fast(table: ConfigTable, problem: Problem) -> tuple[int, float]:
     cell = cell_index(m, n, k) if problem.batch == 1 else None
     if cell is not None:
         tma_ok = (problem.a_aligned or copies[0]) and (problem.b_aligned or copies[1])
-        klass = alignment_class(table, a_vec, b_vec, problem.output_bytes, tma_ok)
+        klass = alignment_class(table, a_vec, b_vec, problem.output_bytes, tma_ok, problem.layout)
         klass.uses += 1
         if klass.grid is not None or klass.uses >= BUILD_AFTER:
             found = klass.best_of(klass.build()[cell], mask, m, n, k)
@@ -629,7 +639,9 @@ class IntRoute:
         # as load_widths: a copied operand is aligned; element-wise beside element-wise
         a_eff, b_eff = issued_widths(ALIGN_BYTES if copy_a else a_w, ALIGN_BYTES if copy_b else b_w, self.e)
         loads = loads_class(a_eff, b_eff)  # as operand_loads
-        mask = table._legal_tuple.get((self.layout, a_al, b_al, (copy_a, copy_b), None, False, None, loads, None))
+        mask = table._legal_tuple.get(
+            (self.layout, a_al, b_al, (copy_a, copy_b), None, False, None, loads, None, self.out_bytes)
+        )
         if mask is None:
             return None
         a_scalar, b_scalar = self.scalar
@@ -640,6 +652,7 @@ class IntRoute:
                 float(b_eff) if b_eff >= ASYNC_COPY_MIN_BYTES else b_scalar,
                 self.out_bytes,
                 a_eff == ALIGN_BYTES and b_eff == ALIGN_BYTES,
+                table.build_layout(loads, self.layout, self.out_bytes),
             )
         )
         if klass is None or klass.grid is None or klass.table is not table:

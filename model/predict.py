@@ -36,14 +36,15 @@ from theodolite.kernels.config import (
     legality,
     load_widths,
     loads_class,
+    lookup_build,
     needs_aligned_copy,
     operand_loads,
 )
 from theodolite.model import compute, core, memory, occupancy
 from theodolite.model.hardware import Hardware, hardware
 
-from theodolite.errors import TheodoliteError
-from theodolite.profile.schema import KERNEL_LOADS, Profile
+from theodolite.errors import ProfileError, TheodoliteError
+from theodolite.profile.schema import KERNEL_LOADS, KernelBuild, Profile, default_out_bytes
 
 BOTTLENECKS = ("issue", "smem", "cache", "occupancy", "compute")
 # A config whose SMs are on average less busy than this over its waves is "occupancy"-bound.
@@ -68,6 +69,10 @@ _TERM_CLASS = {
 
 class NoLegalConfigError(TheodoliteError):
     """No config of the space can run the problem on this hardware."""
+
+
+class MissingBuildsError(NoLegalConfigError, ProfileError):
+    """The profile has compiler facts, but none for the problem's dtype: no config can be shown to fit."""
 
 
 @dataclass(frozen=True)
@@ -99,18 +104,18 @@ class ConfigTable:
         self.configs: tuple[GemmConfig, ...] = configs
         self.keys = tuple(c.key for c in configs)
         self.index = {key: i for i, key in enumerate(self.keys)}
-        builds = [profile.kernel_build(c.variant, c.key, dtype) for c in configs]
+        # compiler facts per (load class, layout, output bytes), gathered on first use (builds_for); a profile with
+        # any builds refuses a config without one (legal_mask), a profile with none (datasheet) is estimated
+        self.require_builds = profile.has_builds()
+        self.out_bytes_default = default_out_bytes(dtype)
+        self._lock = threading.Lock()
+        self._builds: dict[tuple[str, str, int], list[KernelBuild | None]] = {}
+        self._canonical: dict[tuple[str, str, int], str] = {}
+        builds = self.builds_for("vector")
         self.builds = builds
-        # the binaries of misaligned, uncopied operands (8-/4-byte vectors, element-wise loads): they may
-        # spill where the vector ones do not; a profile without them falls back to the nearest it has (an
-        # operand element-wise beside vectors: the all-element-wise build, then the vector one)
-        self.builds_by_loads = {"vector": builds}
-        for loads in KERNEL_LOADS[1:]:
-            fallback = self.builds_by_loads["scalar" if loads.startswith("scalar-") else "vector"]
-            self.builds_by_loads[loads] = [
-                profile.kernel_build(c.variant, c.key, dtype, loads) or b
-                for c, b in zip(configs, fallback, strict=True)
-            ]
+        # the binaries of misaligned, uncopied operands (8-/4-byte vectors, element-wise loads), layout nn at the
+        # default output: they may spill where the vector ones do not (config.lookup_build: the nearest a profile has)
+        self.builds_by_loads = {loads: self.builds_for(loads) for loads in KERNEL_LOADS}
 
         def arr(values: Sequence[float]) -> np.ndarray:
             return np.array(values, dtype=np.float64)
@@ -130,17 +135,14 @@ class ConfigTable:
         self.is_splitk = np.array([c.variant == "splitk" for c in configs])
         self.is_decode = np.array([is_decode(c, dtype) for c in configs])  # legal only for M <= DECODE_MAX_M
         self.launched = arr([occupancy.launched_per_sm(c, dtype, limits) for c in configs])
-        # programs resident per SM, from the binary that runs: each load class has its own registers and shared
-        # memory (an element-wise build keeps one stage but more registers), so its own residency (for_loads)
-        self._fit_by_loads = {
-            loads: arr([occupancy.resident_per_sm(c, dtype, limits, b) for c, b in zip(configs, class_builds,
-                                                                                          strict=True)])
-            for loads, class_builds in self.builds_by_loads.items()
-        }  # fmt: skip
-        self.fit = self._fit_by_loads["vector"]
+        # programs resident per SM, from the binary that runs: each load class (and layout, output size) has its own
+        # registers and shared memory (an element-wise build keeps one stage but more registers), so its own
+        # residency (for_loads)
+        self._fit: dict[tuple[str, str, int], np.ndarray] = {}
+        self.fit = self._fit_of("vector", "nn", self.out_bytes_default)
         self.fit_ok = self.fit >= 1
         self.fit = np.maximum(self.fit, 1.0)
-        self._views: dict[str, ConfigTable] = {"vector": self}
+        self._views: dict[tuple[str, str, int], ConfigTable] = {("vector", "nn", self.out_bytes_default): self}
         # --- what core.cost reads (arrays here; one scalar namespace per config for the fast path) ---
         self.is_sk = self.is_streamk.astype(np.float64)
         self.is_split = self.is_splitk.astype(np.float64)
@@ -187,8 +189,7 @@ class ConfigTable:
         self.slots = self.sm * self.fit
         self.hw_tuple = core.hardware_tuple(hw)
         # output element bytes per out_dtype (None: the Problem default for this input dtype)
-        default_out = dtype if dtype in ("fp16", "bf16") else "fp32"
-        self.out_bytes = {None: DTYPE_BYTES[default_out], **{name: DTYPE_BYTES[name] for name in OUT_DTYPES}}
+        self.out_bytes = {None: self.out_bytes_default, **{name: DTYPE_BYTES[name] for name in OUT_DTYPES}}
         # legality refuses split-K when the output already has many tiles (kernels' SPLITK_MAX_WAVES)
         from theodolite.kernels import config as kernel_config
 
@@ -203,21 +204,61 @@ class ConfigTable:
         self._k_thresholds = sorted({int(s * k) for s, k in zip(self.split, self.bk, strict=False) if s > 1})
         self._legal: dict[tuple[object, ...], np.ndarray] = {}
         self._legal_tuple: dict[tuple[object, ...], tuple[bool, ...]] = {}
-        self._lock = threading.Lock()
         self.selections = 0  # fast-path use count (model.fast builds its grid after a few)
 
-    def for_loads(self, loads: str) -> ConfigTable:
-        """This table as the ``loads`` class's binaries run it: the same arrays, with their residency (``fit``,
-        ``fit_ok``, ``slots``) read from that class's builds."""
-        view = self._views.get(loads)
+    def builds_for(self, loads: str, layout: str = "", out_bytes: int = 0) -> list[KernelBuild | None]:
+        """The profile's build of every config for a load class, layout ("": nn) and output bytes (0: the default)."""
+        key = (loads, layout or "nn", out_bytes or self.out_bytes_default)
+        found = self._builds.get(key)
+        if found is None:
+            found = [lookup_build(self.profile, c, self.dtype, *key) for c in self.configs]
+            with self._lock:
+                self._builds[key] = found
+        return found
+
+    def build_layout(self, loads: str, layout: str, out_bytes: int) -> str:
+        """``layout``, or "nn" where its builds are nn's (older profiles' builds serve every layout): problems of the
+        two then share one view and one candidate grid (model.fast) instead of two equal ones."""
+        key = (loads, layout or "nn", out_bytes or self.out_bytes_default)
+        found = self._canonical.get(key)
+        if found is None:
+            nn = self.builds_for(loads, "nn", key[2])
+            same = all(x is y for x, y in zip(self.builds_for(*key), nn, strict=True))
+            found = self._canonical[key] = "nn" if same else key[1]
+        return found
+
+    def _fit_of(self, loads: str, layout: str, out_bytes: int) -> np.ndarray:
+        """Programs of each config resident per SM, from its build for (loads, layout, output bytes)."""
+        key = (loads, layout or "nn", out_bytes or self.out_bytes_default)
+        found = self._fit.get(key)
+        if found is None:
+            limits = self.hw.limits
+            builds = self.builds_for(*key)
+            found = np.array(
+                [
+                    occupancy.resident_per_sm(c, self.dtype, limits, b)
+                    for c, b in zip(self.configs, builds, strict=True)
+                ],
+                dtype=np.float64,
+            )
+            with self._lock:
+                self._fit[key] = found
+        return found
+
+    def for_loads(self, loads: str, layout: str = "", out_bytes: int = 0) -> ConfigTable:
+        """This table as the ``loads`` class's binaries (for ``layout`` and ``out_bytes``; "" and 0: nn, the default
+        output) run it: the same arrays, with their residency (``fit``, ``fit_ok``, ``slots``) read from those
+        builds."""
+        key = (loads, layout or "nn", out_bytes or self.out_bytes_default)
+        view = self._views.get(key)
         if view is None:
             view = copy.copy(self)
-            fit = self._fit_by_loads[loads]
+            fit = self._fit_of(*key)
             view.fit_ok = fit >= 1
             view.fit = np.maximum(fit, 1.0)
             view.slots = self.sm * view.fit
             with self._lock:
-                self._views[loads] = view
+                self._views[key] = view
         return view
 
     # -- legality (exactly legality(), cached per class of problems that it cannot tell apart) --
@@ -249,19 +290,21 @@ class ConfigTable:
             self.splitk_crowded(problem.m, problem.n, problem.batch) if shape_rules else None,
             loads,
             problem.m <= DECODE_MAX_M if shape_rules else None,  # the decode family's M rule
+            problem.output_bytes,
         )
         mask = self._legal.get(key)
         if mask is None:
             limits = self.hw.limits
-            builds = self.builds_by_loads[loads]
+            builds = self.builds_for(loads, problem.layout, problem.output_bytes)
+            required = self.require_builds
             mask = (
                 np.array(
                     [
-                        legality(c, problem, limits, b, shape_rules) is None
+                        legality(c, problem, limits, b, shape_rules, required) is None
                         for c, b in zip(self.configs, builds, strict=True)
                     ]
                 )
-                & self.for_loads(loads).fit_ok
+                & self.for_loads(loads, problem.layout, problem.output_bytes).fit_ok
             )
             mask.setflags(write=False)
             with self._lock:
@@ -370,7 +413,7 @@ def evaluate(table: ConfigTable, problem: Problem, detail: bool = False) -> tupl
         terms = {name: zero for name in _TERM_NAMES}
         terms.update({"launch": base, "#sm_busy": zero + 1.0, "#last_wave_busy": zero + 1.0, "#tail_split": zero + 1.0})
         return base, terms
-    view = table.for_loads(loads)
+    view = table.for_loads(loads, problem.layout, problem.output_bytes)
     total, terms = core.cost(m, n, k, batch, a_vec, b_vec, problem.output_bytes, view, hw, core.NumpyOps, detail)
     total = total + copy_s
     if detail:
@@ -433,6 +476,12 @@ def choose_index(table: ConfigTable, problem: Problem) -> tuple[int, np.ndarray]
     masked = np.where(mask, times, math.inf)
     i = int(np.argmin(masked))  # first minimum: ties go to config-space order
     if not mask[i]:
+        profile = table.profile
+        if table.require_builds and not any(b is not None for b in table.builds_for("vector", problem.layout)):
+            raise MissingBuildsError(
+                f"{profile.origin}: profile has no kernel builds for {problem.dtype} (layout {problem.layout}); run "
+                f"python -m theodolite.probes.builds {profile.origin} --dtypes {problem.dtype}"
+            )
         raise NoLegalConfigError(
             f"no config can run {problem.m}x{problem.n}x{problem.k} {problem.dtype} {problem.layout} "
             f"on {table.profile.device_name}"

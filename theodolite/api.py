@@ -258,7 +258,42 @@ def select_problem(problem: Problem, profile: Profile | str | os.PathLike[str] |
     return found
 
 
-_MATMUL_CACHE: dict[tuple[Any, ...], tuple[GemmConfig, int]] = {}
+_MATMUL_CACHE: dict[tuple[Any, ...], tuple[GemmConfig, int, bool]] = {}
+# configs whose kernel failed to compile or launch in this process, per (profile, dtype, layout, loads, output size)
+_FAILED: dict[tuple[Any, ...], set[str]] = {}
+_WARNED: set[tuple[Any, ...]] = set()
+
+
+class KernelFallbackWarning(UserWarning):
+    """The model's pick failed to compile or launch here, and ``matmul`` ran its next legal config instead."""
+
+
+def _k_major_copy(problem: Problem) -> Problem:
+    """The problem with B copied K-major (layout ``?t``), as matmul does for fp8 B stored N-major."""
+    return Problem(
+        problem.m, problem.n, problem.k, dtype=problem.dtype, batch=problem.batch, layout=problem.layout[0] + "t",
+        out_dtype=problem.out_dtype, a_row_stride_aligned=problem.a_row_stride_aligned,
+    )  # fmt: skip
+
+
+def _plan(problem: Problem, prof: Profile) -> tuple[GemmConfig, bool]:
+    """The pick and whether B is copied K-major first.  fp8's tensor-core instructions (wgmma) read K-major B only:
+    reading fp8 B stored N-major, Triton's dot measured 13x slower than torch._scaled_mm on K-major B (H100, 8192^3,
+    issue 38), a penalty the model does not price.  So fp8 B stored N-major is always copied K-major (one read and
+    write of B, ``copy_cost_s``) and the nt pick runs."""
+    if problem.dtype.startswith("fp8") and problem.layout[1] == "n" and 0 not in (problem.m, problem.n, problem.k):
+        return select_problem(_k_major_copy(problem), prof).config, True
+    return select_problem(problem, prof).config, False
+
+
+def copy_cost_s(problem: Problem, prof: Profile) -> float:
+    """The model's time for matmul's K-major copy of fp8 B stored N-major (0 where none is made)."""
+    from theodolite.model import memory
+
+    if not problem.dtype.startswith("fp8") or problem.layout[1] != "n":
+        return 0.0
+    b_bytes = problem.batch * problem.k * problem.n * problem.element_bytes
+    return memory.aligned_copy_time((0.0, b_bytes), (False, True), table_for(prof, problem.dtype).hw)
 
 
 def matmul(
@@ -270,29 +305,102 @@ def matmul(
     beta: float = 0.0,
     c: Any = None,
     bias: Any = None,
+    scale_a: Any = None,
+    scale_b: Any = None,
+    out_dtype: Any = None,
     profile: Profile | str | os.PathLike[str] | None = None,
 ) -> Any:
-    """``alpha * a @ b + beta * c + bias`` with the model's config: a drop-in for torch.matmul on 2-D/3-D tensors."""
+    """``alpha * a @ b + beta * c + bias`` with the model's config: a drop-in for torch.matmul on 2-D/3-D tensors.
+
+    fp8 (``torch.float8_e4m3fn``/``float8_e5m2``, as ``torch._scaled_mm``): ``scale_a``/``scale_b`` are per-tensor
+    scales (one-element float32 tensors, or floats), multiplied into the result in the kernel's epilogue on the
+    device (never read on the host, so the call can be captured in a CUDA graph); the output is ``out_dtype``
+    (``torch.bfloat16`` by default, ``float16`` or ``float32``).  B stored K-major (``w.t()`` of an ``[N, K]``
+    weight, layout nt) is the fast path; B stored N-major is copied K-major first (``_plan``; ``copy_cost_s`` is
+    the model's price of that copy).  If the pick fails to compile or launch here,
+    the model's next legal config runs instead, with one ``KernelFallbackWarning``.
+    """
     # looked up on the package at call time (the selection-speed benchmark swaps in a stub launcher)
     kernels: Any = importlib.import_module("theodolite.kernels")
 
+    if out_dtype is None and out is not None:
+        out_dtype = out.dtype
     key = (
         tuple(a.shape), a.stride(), a.dtype, a.storage_offset(), a.data_ptr() % 16,
         tuple(b.shape), b.stride(), b.dtype, b.storage_offset(), b.data_ptr() % 16,
-        a.device, None if out is None else out.dtype,
-        _profile_key(profile),
+        a.device, out_dtype, _profile_key(profile),
     )  # fmt: skip
     found = _MATMUL_CACHE.get(key)
     if found is None:
         prof = resolve(profile)
-        problem = kernels.problem_of(a, b, None if out is None else out.dtype)
-        selection = select_problem(problem, prof)
-        found = (selection.config, int(prof.value("sm_count")))
+        problem = kernels.problem_of(a, b, out_dtype)
+        if (scale_a is not None or scale_b is not None) and not problem.dtype.startswith("fp8"):
+            raise kernels.ConfigError(f"scale_a/scale_b apply to fp8 inputs only, not {a.dtype}")
+        config, transpose = _plan(problem, prof)
+        found = (config, int(prof.value("sm_count")), transpose)
         if len(_MATMUL_CACHE) >= _CACHE_LIMIT:
             _MATMUL_CACHE.clear()
         _MATMUL_CACHE[key] = found
-    config, sms = found
-    return kernels.gemm(a, b, config, out=out, alpha=alpha, beta=beta, c=c, bias=bias, num_sms=sms)
+    config, sms, transpose = found
+    if transpose:
+        b = b.transpose(-1, -2).contiguous().transpose(-1, -2)  # K-major B
+
+    def run(chosen: GemmConfig) -> Any:
+        return kernels.gemm(
+            a, b, chosen, out=out, alpha=alpha, beta=beta, c=c, bias=bias, out_dtype=out_dtype, num_sms=sms,
+            a_scale=scale_a, b_scale=scale_b,
+        )  # fmt: skip
+
+    try:
+        return run(config)
+    except Exception as error:
+        if not kernels.is_launch_failure(error):
+            raise
+        return _fall_back(kernels, key, a, b, out_dtype, config, error, profile, run)
+
+
+def _fall_back(
+    kernels: Any, key: tuple[Any, ...], a: Any, b: Any, out_dtype: Any, failed: GemmConfig, error: Exception,
+    profile: Any, run: Any,
+) -> Any:  # fmt: skip
+    """Run the model's next legal config after ``failed`` would not compile or launch; warn once per failed config."""
+    from theodolite.kernels.config import operand_loads
+    from theodolite.model.predict import NoLegalConfigError
+
+    prof = resolve(profile)
+    problem = kernels.problem_of(a, b, out_dtype)
+    kind = (_profile_key(prof), problem.dtype, problem.layout, operand_loads(problem), problem.output_bytes)
+    failed_keys = _FAILED.setdefault(kind, set())
+    failed_keys.add(failed.key)
+    reasons = [f"{failed.key}: {error}"]
+    for prediction in rank(problem, prof):
+        config = prediction.config
+        if config.key in failed_keys:
+            continue
+        try:
+            result = run(config)
+        except Exception as again:
+            if not kernels.is_launch_failure(again):
+                raise
+            failed_keys.add(config.key)
+            reasons.append(f"{config.key}: {again}")
+            continue
+        if (kind, failed.key) not in _WARNED:
+            _WARNED.add((kind, failed.key))
+            import warnings
+
+            warnings.warn(
+                f"theodolite: {failed.key} failed for {problem.m}x{problem.n}x{problem.k} {problem.dtype} "
+                f"{problem.layout} ({str(error)[:200]}); ran {config.key}, the model's next legal config",
+                KernelFallbackWarning,
+                stacklevel=3,
+            )
+        _MATMUL_CACHE[key] = (config, *_MATMUL_CACHE.get(key, (None, int(prof.value("sm_count")), False))[1:])
+        return result
+    raise NoLegalConfigError(
+        f"no legal config compiled and launched for {problem.m}x{problem.n}x{problem.k} {problem.dtype} "
+        f"{problem.layout}: " + "; ".join(reasons)[:1000]
+    )
 
 
 def clear_caches() -> None:
@@ -300,5 +408,7 @@ def clear_caches() -> None:
     _CACHE.clear()
     _ROUTES.clear()
     _MATMUL_CACHE.clear()
+    _FAILED.clear()
+    _WARNED.clear()
     _DEFAULT.clear()
     _BY_PATH.clear()

@@ -66,7 +66,8 @@ def result_key(shape: ShapeResult) -> tuple[Any, ...]:
 
 
 def load_shapes(spec: str, dtype: str = "bf16", layout: str = "nn") -> list[Shape]:
-    """Shapes of a suite (llm, random-dev, square, random:N:seed, or a CSV with optional dtype/layout columns)."""
+    """Shapes of a suite (llm, random-dev, square, random:N:seed, decode, wide:N:seed, or a CSV with optional
+    dtype/layout columns)."""
     from theodolite.kernels.shapes import load_suite_rows
 
     shapes = []

@@ -18,10 +18,20 @@ from theodolite.errors import TheodoliteError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--shapes", default="llm", help="llm, random-dev, square, random:N:seed, or a CSV (name,M,N,K[,dtype][,layout])"
+        "--shapes",
+        default="llm",
+        help="llm, random-dev, square, random:N:seed, decode, wide:N:seed, or a CSV (name,M,N,K[,dtype][,layout])",
     )
-    parser.add_argument("--dtype", default="bf16", help="input dtype where the CSV has no dtype column (bf16)")
-    parser.add_argument("--layout", default="nn", help="layout where the CSV has no layout column (nn)")
+    parser.add_argument(
+        "--dtype",
+        default="bf16",
+        choices=("fp16", "bf16", "tf32", "fp32", "fp8e4m3", "fp8e5m2"),
+        help="input dtype where the CSV has no dtype column (bf16); fp8's baseline is torch._scaled_mm (scales 1, "
+        "bf16 output, B K-major), tf32's torch.matmul with allow_tf32",
+    )
+    parser.add_argument(
+        "--layout", default="nn", choices=("nn", "nt", "tn", "tt"), help="layout where the suite has no layout column"
+    )
     parser.add_argument("--profile", default=None, help="profile file or datasheet:NAME (default: this device's)")
     parser.add_argument("--peers", default="fixed,nvmmh", help="comma list of fixed, nvmmh, autotune ('' for none)")
     parser.add_argument("--variants", default=None, help="comma list of kernel variants (default: all)")

@@ -33,8 +33,9 @@ from theodolite.profile.schema import (
 
 _PROVENANCE_FIELDS = tuple(Provenance.__dataclass_fields__)
 _BUILD_FIELDS = tuple(KernelBuild.__dataclass_fields__)
-_BUILD_INT_FIELDS = ("n_regs", "n_spills", "shared_bytes", "num_stages")
-_BUILD_OPTIONAL = ("loads",)  # added in 1.0 files after the first ones; absent means "vector"
+_BUILD_INT_FIELDS = ("n_regs", "n_spills", "shared_bytes", "num_stages", "out_bytes")
+# added in 1.0 files after the first ones; absent means "vector", and "" / 0 (every layout, the default output)
+_BUILD_OPTIONAL = ("loads", "layout", "out_bytes")
 
 
 def save_profile(profile: Profile, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:

@@ -319,10 +319,19 @@ class KernelBuild:
     # loads of misaligned rows gemm() does not copy; "scalar-a"/"scalar-b": A (B) element-wise beside the other
     # operand's 16-byte vectors (KERNEL_LOADS)
     loads: str = "vector"
+    # the problem layout it was compiled for ("nn", "nt", "tn", "tt": which operands are K-major changes the shared
+    # memory layouts and registers, and fp8's wgmma wants K-major operands) and its output's element bytes (the
+    # epilogue stages the tile through shared memory in the output dtype).  "" and 0: a build from before these were
+    # recorded, compiled for layout nn and the dtype's default output, taken as serving every layout
+    layout: str = ""
+    out_bytes: int = 0
 
 
 # the binaries a config is built as, by load width
 KERNEL_LOADS = ("vector", "vec8", "vec4", "scalar", "scalar-a", "scalar-b")
+# the layouts and output element sizes builds are gathered for (kernels.config.LAYOUTS; 2: fp16/bf16, 4: fp32)
+BUILD_LAYOUTS = ("nn", "nt", "tn", "tt")
+BUILD_OUT_BYTES = (2, 4)
 
 
 @dataclass(frozen=True)
@@ -372,26 +381,52 @@ class Profile:
             self.kernel_builds, key=lambda b: (b.variant, b.config_key, b.dtype, b.architecture, b.loads)
         ):
             loads = "" if build.loads == "vector" else f"|{build.loads}"  # vector-only profiles keep their hash
+            kind = f"|{build.layout}|{build.out_bytes}" if build.layout or build.out_bytes else ""  # as loads
             digest.update(
                 f"{build.variant}|{build.config_key}|{build.dtype}|{build.architecture}|"
-                f"{build.n_regs}|{build.n_spills}|{build.shared_bytes}|{build.num_stages}{loads};".encode()
+                f"{build.n_regs}|{build.n_spills}|{build.shared_bytes}|{build.num_stages}{loads}{kind};".encode()
             )
         return digest.hexdigest()[:16]
 
-    def kernel_build(self, variant: str, config_key: str, dtype: str, loads: str = "vector") -> KernelBuild | None:
-        """Compiler facts for a config on this profile's architecture, if calibration gathered them."""
-        return self._build_index().get((variant, config_key, dtype, loads))
+    def kernel_build(
+        self, variant: str, config_key: str, dtype: str, loads: str = "vector", layout: str = "", out_bytes: int = 0
+    ) -> KernelBuild | None:
+        """Compiler facts for a config on this profile's architecture, if calibration gathered them: the build for
+        the layout and output element size, else one recorded without them (older profiles: every layout, the
+        dtype's default output) where ``out_bytes`` is that default (or 0)."""
+        index = self._build_index()
+        layout, out_bytes = layout or "nn", out_bytes or default_out_bytes(dtype)
+        found = index.get((variant, config_key, dtype, loads, layout, out_bytes))
+        if found is None and out_bytes == default_out_bytes(dtype):
+            found = index.get((variant, config_key, dtype, loads, "", 0))
+        return found
 
-    def _build_index(self) -> Mapping[tuple[str, str, str, str], KernelBuild]:
+    def has_builds(self, dtype: str | None = None, loads: str | None = None) -> bool:
+        """Whether calibration gathered compiler facts at all (for ``dtype``, of the ``loads`` class); a profile
+        without any (a datasheet profile) is judged by estimates instead."""
+        self._build_index()
+        classes: frozenset[tuple[str, str]] = self.__dict__["_build_classes"]
+        if dtype is None:
+            return bool(classes)
+        return any(d == dtype and (loads is None or c == loads) for d, c in classes)
+
+    def _build_index(self) -> Mapping[tuple[str, str, str, str, str, int], KernelBuild]:
         index = self.__dict__.get("_index")
         if index is None:
             index = {
-                (b.variant, b.config_key, b.dtype, b.loads): b
+                (b.variant, b.config_key, b.dtype, b.loads, b.layout, b.out_bytes): b
                 for b in self.kernel_builds
                 if b.architecture == self.provenance.architecture
             }
+            object.__setattr__(self, "_build_classes", frozenset((key[2], key[3]) for key in index))
             object.__setattr__(self, "_index", index)
         return index
+
+
+def default_out_bytes(dtype: str) -> int:
+    """Element bytes of a dtype's default output (``kernels.config.Problem.output_dtype``): fp16/bf16 keep their
+    dtype, fp8 gives bf16 (as torch._scaled_mm), tf32/fp32 fp32."""
+    return 2 if dtype in ("fp16", "bf16") or dtype.startswith("fp8") else 4
 
 
 def validate(profile: Profile) -> None:
@@ -437,3 +472,8 @@ def validate(profile: Profile) -> None:
             raise ProfileError(f"{where}: kernel build {build.variant}/{build.config_key} has negative resources")
         if build.loads not in KERNEL_LOADS:
             raise ProfileError(f"{where}: kernel build {build.config_key} has unknown loads {build.loads!r}")
+        if build.layout not in ("", *BUILD_LAYOUTS) or build.out_bytes not in (0, *BUILD_OUT_BYTES):
+            raise ProfileError(
+                f"{where}: kernel build {build.config_key} has unknown layout {build.layout!r} or output bytes "
+                f"{build.out_bytes}"
+            )
