@@ -24,7 +24,7 @@ from theodolite.kernels.config import (
     masked_edges,
 )
 
-from theodolite.profile.schema import BUILD_LAYOUTS, BUILD_OUT_BYTES, KERNEL_LOADS, KernelBuild, default_out_bytes
+from theodolite.profile.schema import KERNEL_LOADS, KernelBuild, default_out_bytes
 
 _TRITON_TYPES = {
     "fp16": "*fp16",
@@ -34,7 +34,6 @@ _TRITON_TYPES = {
     "fp8e4m3": "*fp8e4nv",
     "fp8e5m2": "*fp8e5",
 }
-PROBLEM_VARIANTS = BUILD_LAYOUTS
 
 
 def _out_type(dtype: str, out_bytes: int) -> str:
@@ -186,8 +185,8 @@ def compile_one(
     config = GemmConfig.from_key(config_key)
     capability = int("".join(ch for ch in architecture[3:] if ch.isdigit()))
     target = GPUTarget("cuda", capability, 32)
-    out_bytes = out_bytes or default_out_bytes(dtype)
-    _, source = _source(config, dtype, layout, loads, out_bytes=out_bytes)
+    # layout "" / out_bytes 0: a layout-agnostic build (BUILD_MATRIX), compiled as nn at the default output
+    _, source = _source(config, dtype, layout or "nn", loads, out_bytes=out_bytes or default_out_bytes(dtype))
     backend = triton.compiler.make_backend(target)
     options = backend.parse_options({"num_warps": config.num_warps, "num_stages": config.num_stages})
     compiled = triton.compile(source, target=target, options=options.__dict__)
@@ -215,34 +214,66 @@ def _compile_task(args: tuple[str, str, str, str, str, int]) -> KernelBuild | st
         return f"{args[0]} {args[1]} {args[3]} {args[4]} out {args[5]} B: {type(error).__name__}: {str(error)[:300]}"
 
 
+# What each dtype is built for (``build_matrix``): (layouts, output element sizes); "" / 0 is a layout-agnostic
+# build (compiled as nn at the default output) that serves every layout, as the 16-bit dtypes' builds always have
+# (their validation sweeps ran every layout on them).  fp8 runs K-major B only (``matmul`` copies an N-major B), with
+# bf16 or fp32 output: its shared memory and registers differ by both (fp8 128x256x128 s4: 229 KB with bf16 output,
+# 328 KB with fp32).  tf32/fp32 are built for the two layouts people run (torch.matmul's nn, nn.Linear's nt).
+BUILD_MATRIX: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
+    "bf16": (("",), (0,)),
+    "fp16": (("",), (0,)),
+    "tf32": (("nn", "nt"), (4,)),
+    "fp32": (("nn", "nt"), (4,)),
+    "fp8e4m3": (("nt",), (2, 4)),
+    "fp8e5m2": (("nt",), (2, 4)),
+}
+# The Triton kernels whose sources decide every build (the launcher and this harness do not).
+KERNEL_SOURCES = ("persistent.py", "splitk.py", "streamk.py", "tma.py", "epilogue.py", "padded_copy.py")
+
+
+def kernel_source_key() -> str:
+    """What the builds of an architecture depend on besides it: the Triton version, the kernels' sources and the
+    build matrix.  A profile stamped with the same key (``Provenance.kernel_source``) has builds that a new
+    calibration of that architecture may reuse instead of compiling them again."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    import triton
+
+    digest = hashlib.sha256(triton.__version__.encode())
+    folder = Path(__file__).resolve().parent
+    for name in KERNEL_SOURCES:
+        digest.update((folder / name).read_bytes())
+    digest.update(json.dumps(BUILD_MATRIX, sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
 def compile_builds(
     dtypes: tuple[str, ...] | list[str],
     architecture: str = "sm_90",
     configs: list[GemmConfig] | None = None,
-    problem_variants: tuple[str, ...] = PROBLEM_VARIANTS,
     workers: int | None = None,
     loads: tuple[str, ...] = KERNEL_LOADS,
-    out_bytes: tuple[int, ...] = BUILD_OUT_BYTES,
 ) -> list[KernelBuild]:
     """KernelBuild (registers, spills, shared bytes) of every config of ``dtypes`` for ``architecture``.
 
-    One build per layout of ``problem_variants`` (which operands are K-major changes shared memory and
-    registers; fp8's TMA kernel runs layout nt only, so only that is built) and output element size of
-    ``out_bytes`` (the epilogue's staging).  Each config is built for vector loads and, for the non-TMA variants,
-    for the narrower loads of misaligned operands that are not copied (``KERNEL_LOADS``).  Configs that fail to
-    compile are left out (their errors are printed): legality then refuses them.
+    One build per layout and output element size of the dtype's ``BUILD_MATRIX`` entry (which operands are K-major
+    changes shared memory and registers; the output size, the epilogue's staging).  Each config is built for vector
+    loads and, for the non-TMA variants, for the narrower loads of misaligned operands that are not copied
+    (``KERNEL_LOADS``).  Configs that fail to compile are left out (their errors are printed): legality then refuses
+    them.
     """
     tasks = []
     for dtype in dtypes:
+        layouts, sizes = BUILD_MATRIX[dtype]
         chosen = configs if configs is not None else list(config_space(dtype))
         for config in chosen:
-            for layout in problem_variants:
-                if config.variant == "tma" and dtype.startswith("fp8") and layout != "nt":
-                    continue  # config.legality: fp8's TMA path needs K-major B
+            for layout in layouts:
                 for kind in loads:
                     if kind != "vector" and config.variant == "tma":
                         continue  # TMA never runs misaligned operands
-                    for size in out_bytes:
+                    for size in sizes:
                         tasks.append((config.key, dtype, architecture, layout, kind, size))
     workers = workers or max(1, min(len(tasks), (os.cpu_count() or 2)))
     with ProcessPoolExecutor(max_workers=workers) as pool:

@@ -21,6 +21,8 @@ BUNDLED = {"llm": SHAPES_DIR / "llm.csv", "random-dev": SHAPES_DIR / "random-dev
 DECODE_M = (1, 2, 4, 8, 16, 32, 64)
 # wide:COUNT:SEED draws each size log-uniform in these ranges (inclusive)
 WIDE_RANGES = {"M": (1, 16384), "N": (16, 131072), "K": (16, 65536)}
+WIDE_MAX_FLOPS = 4e12  # about 6 ms at an H100's bf16 rate: every legal config of a shape is timed in validation
+WIDE_MAX_BYTES = 2**32  # A, B and C together (bf16), so rotated copies and the largest weights (N 128k x K 32k) fit
 WIDE_ALIGNED_SHARE = 0.5  # the share of sizes rounded to a multiple of 64 (else a multiple of 8 or odd, half each)
 
 
@@ -88,9 +90,14 @@ def decode_rows() -> list[dict[str, str]]:
     return rows
 
 
+def _too_big(dims: dict[str, int]) -> bool:
+    m, n, k = dims["M"], dims["N"], dims["K"]
+    return 2.0 * m * n * k > WIDE_MAX_FLOPS or 2 * (m * k + k * n + m * n) > WIDE_MAX_BYTES
+
+
 def wide_rows(spec: str) -> list[dict[str, str]]:
-    """``wide:COUNT:SEED``: sizes log-uniform in WIDE_RANGES (M from 1: decode and skinny shapes), half of them
-    multiples of 64, a quarter multiples of 8, a quarter left as drawn (odd rows: misaligned loads); a layout column
+    """``wide:COUNT:SEED``: sizes log-uniform in WIDE_RANGES (M from 1: decode and skinny shapes; a draw over
+    WIDE_MAX_FLOPS or WIDE_MAX_BYTES is drawn again), half of them multiples of 64, a quarter multiples of 8, a quarter left as drawn (odd rows: misaligned loads); a layout column
     alternating nn and nt.  ``random:COUNT:SEED`` stays as it was, for reproducibility."""
     try:
         _, count, seed = spec.split(":")
@@ -100,15 +107,17 @@ def wide_rows(spec: str) -> list[dict[str, str]]:
         raise ShapeSuiteError(f"bad wide suite {spec!r}: expected wide:COUNT:SEED") from None
     rows = []
     for i in range(total):
-        dims = {}
-        for key, (low, high) in WIDE_RANGES.items():
-            value = int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
-            roll = rng.random()
-            if roll < WIDE_ALIGNED_SHARE:
-                value = max(64, round(value / 64) * 64) if value >= 32 else value
-            elif roll < (1 + WIDE_ALIGNED_SHARE) / 2:
-                value = max(8, round(value / 8) * 8) if value >= 4 else value
-            dims[key] = min(max(value, low), high)
+        dims: dict[str, int] = {}
+        while not dims or _too_big(dims):  # drawn again until one exhaustive sweep of it stays affordable
+            dims = {}
+            for key, (low, high) in WIDE_RANGES.items():
+                value = int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
+                roll = rng.random()
+                if roll < WIDE_ALIGNED_SHARE:
+                    value = max(64, round(value / 64) * 64) if value >= 32 else value
+                elif roll < (1 + WIDE_ALIGNED_SHARE) / 2:
+                    value = max(8, round(value / 8) * 8) if value >= 4 else value
+                dims[key] = min(max(value, low), high)
         layout = "nn" if i % 2 == 0 else "nt"
         rows.append({"name": f"wide{i:03d}", **{key: str(value) for key, value in dims.items()}, "layout": layout})
     return rows

@@ -7,8 +7,8 @@ new builds and every measured value untouched.
 
     python -m theodolite.probes.builds profiles/nvidia-h100-80gb-hbm3.h5 profiles/nvidia-h200.h5 --workers 16
 
-Every dtype the API accepts is built by default, for each layout and output size (about 3,000 compiles a dtype,
-~0.75 s each on one core); ``--dtypes`` refreshes some (their builds are replaced whole, the others' kept), so a long
+Every dtype the API accepts is built by default, for the layouts and output sizes of ``kernels.build.BUILD_MATRIX``
+(about 6,000 compiles, ~0.75 s each on one core); ``--dtypes`` refreshes some (their builds are replaced whole, the others' kept), so a long
 refresh can run as several shorter commands.  ``--decode`` compiles only the decode family
 (``kernels.config.decode_configs``) and replaces only their builds.
 """
@@ -34,7 +34,10 @@ def refresh(
     """Compile once per architecture, then rewrite each profile with those builds (``decode``: the decode family's
     configs only, the profile's other builds kept)."""
     from theodolite.kernels.build import compile_builds
+    from theodolite.kernels.build import BUILD_MATRIX, kernel_source_key
     from theodolite.kernels.config import DTYPE_BYTES, decode_configs
+
+    key = kernel_source_key()
 
     configs = {d: list(decode_configs(d)) for d in dtypes} if decode else None
 
@@ -66,7 +69,15 @@ def refresh(
         else:  # only the decode family's builds are replaced
             fresh_keys = {(c.key, d) for d in dtypes for c in configs[d]}
             kept = [b for b in profile.kernel_builds if (b.config_key, b.dtype) not in fresh_keys]
-        updated = dataclasses.replace(profile, kernel_builds=tuple(kept + fresh))
+        # the profile's builds all come from today's kernel sources only when every dtype was refreshed (or they
+        # already did): only then may a calibration reuse them (probes.runner.reusable_builds)
+        whole = configs is None and set(dtypes) >= set(BUILD_MATRIX)
+        source = key if whole or profile.provenance.kernel_source == key else ""
+        updated = dataclasses.replace(
+            profile,
+            kernel_builds=tuple(kept + fresh),
+            provenance=dataclasses.replace(profile.provenance, kernel_source=source),
+        )
         save_profile(updated, path, overwrite=True)
         spills = sum(1 for b in fresh if b.n_spills > 0)
         print(f"{path}: {len(fresh)} builds written ({spills} spill), fingerprint {updated.fingerprint}")

@@ -143,9 +143,8 @@ def provenance(device: int, notes: str = "") -> Provenance:
 _BUILD_MARKER = "@@THEODOLITE_BUILDS@@"
 _BUILD_SCRIPT = (
     "import dataclasses, json, sys\n"
-    "from theodolite.kernels.build import compile_builds\n"
-    "from theodolite.kernels.config import DTYPE_BYTES\n"
-    "builds = compile_builds(tuple(DTYPE_BYTES), architecture=sys.argv[1])\n"
+    "from theodolite.kernels.build import BUILD_MATRIX, compile_builds\n"
+    "builds = compile_builds(tuple(BUILD_MATRIX), architecture=sys.argv[1])\n"
     f"print({_BUILD_MARKER!r} + json.dumps([dataclasses.asdict(b) for b in builds]))\n"
 )
 
@@ -166,20 +165,49 @@ def _compile_in_subprocess(architecture: str, timeout_s: float) -> list[KernelBu
     raise RuntimeError(f"compile_builds exited {completed.returncode}: {tail[0][:200]}")
 
 
+def reusable_builds(architecture: str, key: str) -> tuple[tuple[KernelBuild, ...], str] | None:
+    """Builds another profile already holds for this architecture from the same Triton version, kernel sources and
+    build matrix (``Provenance.kernel_source`` equal to ``key``): the bundled profiles, then the user's cache.  Compiler
+    facts depend on those alone, not on the card, so a calibration need not compile them again."""
+    from pathlib import Path
+
+    from theodolite.profile.hdf5 import load_profile
+    from theodolite.profile.resolve import user_cache_dir
+
+    bundled = Path(__file__).resolve().parent.parent / "profiles"
+    for folder in (bundled, user_cache_dir()):
+        for path in sorted(folder.glob("*.h5")) if folder.is_dir() else ():
+            try:
+                profile = load_profile(path)
+            except Exception:  # an unreadable file is not ours to judge here
+                continue
+            if profile.provenance.architecture == architecture and profile.provenance.kernel_source == key:
+                builds = tuple(b for b in profile.kernel_builds if b.architecture == architecture)
+                if builds:
+                    return builds, f"{len(builds)} kernel builds reused from {path.name} (kernel source {key})"
+    return None
+
+
 def kernel_builds(
     architecture: str, log: Callable[[str], None], timeout_s: float = 3600.0
 ) -> tuple[tuple[KernelBuild, ...], str]:
-    """Compiler facts of the GEMM configs for every dtype the API accepts, if the kernels package offers
-    compile_builds (never fatal; ~18,000 compiles: about 15 minutes on 16 cores)."""
+    """Compiler facts of the GEMM configs for every dtype the API accepts (``kernels.build.BUILD_MATRIX``, ~6,000
+    compiles: about 5 minutes on 16 cores), reused from a profile of the same architecture and kernel sources where
+    one exists (``reusable_builds``); never fatal."""
     try:
-        from theodolite.kernels.build import compile_builds  # noqa: F401  (presence check only)
+        from theodolite.kernels.build import kernel_source_key
     except (ImportError, AttributeError) as error:
         return (), f"kernel builds skipped: {error}"
+    key = kernel_source_key()
+    reused = reusable_builds(architecture, key)
+    if reused is not None:
+        log(reused[1])
+        return reused
     try:
         builds = _compile_in_subprocess(architecture, timeout_s)
     except Exception as error:  # the kernels area is not calibration's to break
         return (), f"kernel builds skipped: compile_builds failed: {type(error).__name__}: {str(error)[:200]}"
-    return tuple(builds), f"{len(builds)} kernel builds"
+    return tuple(builds), f"{len(builds)} kernel builds (kernel source {key})"
 
 
 def collect(
@@ -268,7 +296,12 @@ def run_probes(
     if quick:
         notes.append("quick run")
     notes.append(guard_note(total.diagnostics.get("spread_guard", [])))
-    prov = Provenance(**{**prov.__dict__, "notes": "; ".join(notes)})
+    source = ""
+    if builds:
+        from theodolite.kernels.build import kernel_source_key
+
+        source = kernel_source_key()
+    prov = Provenance(**{**prov.__dict__, "notes": "; ".join(notes), "kernel_source": source})
     try:
         profile = Profile(
             provenance=prov,

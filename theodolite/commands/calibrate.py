@@ -259,6 +259,12 @@ def _builds_by_architecture(architectures: list[str]) -> dict[str, tuple[tuple[A
     return done
 
 
+def _kernel_source() -> str:
+    from theodolite.kernels.build import kernel_source_key
+
+    return kernel_source_key()
+
+
 def _merge_builds(path: Path, builds: tuple[Any, ...], note: str, cards: int) -> None:
     """Put the node's shared kernel builds into one card's profile (rewritten atomically)."""
     from dataclasses import replace
@@ -270,7 +276,7 @@ def _merge_builds(path: Path, builds: tuple[Any, ...], note: str, cards: int) ->
     notes = "; ".join(part for part in (shared, profile.provenance.notes) if part)
     merged = replace(
         profile,
-        provenance=replace(profile.provenance, notes=notes),
+        provenance=replace(profile.provenance, notes=notes, kernel_source=_kernel_source() if builds else ""),
         kernel_builds=tuple(builds),
         origin=str(path),
     )

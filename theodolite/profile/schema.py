@@ -300,6 +300,7 @@ class Provenance:
     triton_version: str = ""
     host: str = ""
     notes: str = ""
+    kernel_source: str = ""  # kernels.build.kernel_source_key() of the kernel builds ("" unknown): reuse is safe on a match
 
 
 @dataclass(frozen=True)
@@ -397,7 +398,9 @@ class Profile:
         index = self._build_index()
         layout, out_bytes = layout or "nn", out_bytes or default_out_bytes(dtype)
         found = index.get((variant, config_key, dtype, loads, layout, out_bytes))
-        if found is None and out_bytes == default_out_bytes(dtype):
+        if found is None and (out_bytes == default_out_bytes(dtype) or variant != "tma"):
+            # a layout-agnostic build; it serves another output size only where the epilogue stores from registers
+            # (a TMA epilogue stages the tile in shared memory, sized by the output's element)
             found = index.get((variant, config_key, dtype, loads, "", 0))
         return found
 
