@@ -28,7 +28,8 @@ ROUNDS = 3
 # --lean: the node rounds skip the kernel builds and the model stage (both run after, never beside, any card's probe
 # timing; the bar is about the probes timed on every card at once), to fit a short lease
 LEAN = ["--no-builds", "--no-model"] if "--lean" in sys.argv[1:] else []
-BUDGET_S = float(os.environ.get("NODE_BAR_BUDGET_S", "480"))  # no new round starts after this (the whole run must end within the 10 minute limit)
+# no new round starts after this (the whole run must end within a 10 minute limit)
+BUDGET_S = float(os.environ.get("NODE_BAR_BUDGET_S", "480"))
 
 
 def _run(command: list[str], log: Path) -> tuple[int, float, str]:
@@ -94,8 +95,8 @@ def main() -> int:
     for index in range(count):
         path = out / "alone" / f"gpu{index}.h5"
         path.parent.mkdir(parents=True, exist_ok=True)
-        command = [*python, "calibrate", "--device", str(index), "--quick", "--no-builds", "--no-model", "--force", "-o",
-                   str(path)]  # fmt: skip
+        command = [*python, "calibrate", "--device", str(index), "--quick", "--no-builds", "--no-model", "--force",
+                   "-o", str(path)]  # fmt: skip
         code, seconds, tail = _run(command, out / f"alone-gpu{index}.log")
         report["alone"][index] = {"exit": code, "seconds": round(seconds, 1), "tail": tail if code else ""}
         alone_paths.append(path)

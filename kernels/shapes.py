@@ -97,8 +97,9 @@ def _too_big(dims: dict[str, int]) -> bool:
 
 def wide_rows(spec: str) -> list[dict[str, str]]:
     """``wide:COUNT:SEED``: sizes log-uniform in WIDE_RANGES (M from 1: decode and skinny shapes; a draw over
-    WIDE_MAX_FLOPS or WIDE_MAX_BYTES is drawn again), half of them multiples of 64, a quarter multiples of 8, a quarter left as drawn (odd rows: misaligned loads); a layout column
-    alternating nn and nt.  ``random:COUNT:SEED`` stays as it was, for reproducibility."""
+    WIDE_MAX_FLOPS or WIDE_MAX_BYTES is drawn again), half of them multiples of 64, a quarter multiples of 8, a
+    quarter left as drawn (odd rows: misaligned loads); a layout column alternating nn and nt.  ``random:COUNT:SEED``
+    stays as it was, for reproducibility."""
     try:
         _, count, seed = spec.split(":")
         rng = random.Random(int(seed))

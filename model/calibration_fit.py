@@ -210,7 +210,7 @@ def fit(
     if mode == "slope":
         groups = [list(p) for p in pairs]
     else:
-        groups = [[i] for i in everything] if by_timing else list(predictor.by_shape.values())
+        groups = [[int(i)] for i in everything] if by_timing else list(predictor.by_shape.values())
     rng = random.Random(seed)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(bootstrap if len(groups) > 1 else 0):

@@ -477,7 +477,7 @@ def _number(value: object) -> float | int:
     return int(number) if number.is_integer() and abs(number) < 2**53 else number
 
 
-_CLASSES: dict[tuple[int, float, float, int, bool], AlignmentClass] = {}
+_CLASSES: dict[tuple[int, float, float, int, bool, str], AlignmentClass] = {}
 
 
 def alignment_class(

@@ -8,8 +8,8 @@ new builds and every measured value untouched.
     python -m theodolite.probes.builds profiles/nvidia-h100-80gb-hbm3.h5 profiles/nvidia-h200.h5 --workers 16
 
 Every dtype the API accepts is built by default, for the layouts and output sizes of ``kernels.build.BUILD_MATRIX``
-(about 6,000 compiles, ~0.75 s each on one core); ``--dtypes`` refreshes some (their builds are replaced whole, the others' kept), so a long
-refresh can run as several shorter commands.  ``--decode`` compiles only the decode family
+(about 4,400 compiles, ~0.75 s each on one core); ``--dtypes`` refreshes some (their builds are replaced whole, the
+others' kept), so a long refresh can run as several shorter commands.  ``--decode`` compiles only the decode family
 (``kernels.config.decode_configs``) and replaces only their builds.
 """
 
@@ -33,8 +33,7 @@ def refresh(
 ) -> None:
     """Compile once per architecture, then rewrite each profile with those builds (``decode``: the decode family's
     configs only, the profile's other builds kept)."""
-    from theodolite.kernels.build import compile_builds
-    from theodolite.kernels.build import BUILD_MATRIX, kernel_source_key
+    from theodolite.kernels.build import BUILD_MATRIX, compile_builds, kernel_source_key
     from theodolite.kernels.config import DTYPE_BYTES, decode_configs
 
     key = kernel_source_key()

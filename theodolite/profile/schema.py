@@ -300,7 +300,7 @@ class Provenance:
     triton_version: str = ""
     host: str = ""
     notes: str = ""
-    kernel_source: str = ""  # kernels.build.kernel_source_key() of the kernel builds ("" unknown): reuse is safe on a match
+    kernel_source: str = ""  # kernels.build.kernel_source_key() of the builds ("" unknown): reuse is safe on a match
 
 
 @dataclass(frozen=True)
