@@ -4,7 +4,7 @@ Correctness: fp8 e4m3/e5m2 in layouts nt (B = w.t() of an [N, K] weight) and nn,
 torch._scaled_mm and against the fp32 matmul of the dequantized inputs; fp16 and tf32 against torch.matmul.  Times:
 CUDA events, median of 20 calls after a warm-up, side by side.  Writes $OUT/dtype_check.json, prints a table last.
 
-    PYTHONPATH=$PWD python3 reports/results/experiments/dtype_check.py
+    PYTHONPATH=$PWD python3 experiments/dtype_check.py
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from theodolite.kernels.shapes import load_suite
 
 import theodolite
 
-SHAPES = ("llama3-8b.qkv", "llama3-70b.mlp_up", "llama3-8b.mlp_down")
+SHAPES = ("llama3-8b.qkv", "llama3-70b.gate_up", "llama3-8b.down")
 
 
 def timed(fn, reps: int = 20) -> float:
