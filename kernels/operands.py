@@ -1,0 +1,193 @@
+"""gemm()'s inputs: validate the tensors and describe each operand as the kernels see it.
+
+``problem_of`` turns ``a @ b`` into a ``Problem`` (sizes, dtype name, layout, row alignment), raising a
+``ConfigError`` that names what is wrong before anything launches; ``_operand`` gives the 3-D view, the
+contiguous dimension, leading and batch strides of one input; ``_unaligned_vec`` the vector width of rows that
+are not 16-byte aligned; ``_scale_tensor`` the fp8 per-tensor scale the epilogue reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from theodolite.kernels.config import ConfigError, Problem, partial_vectors_enabled, vector_elements
+
+_TORCH_TO_NAME: dict[torch.dtype, str] = {
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+    torch.float32: "tf32",
+    torch.float8_e4m3fn: "fp8e4m3",
+    torch.float8_e5m2: "fp8e5m2",
+}
+_NAME_TO_TORCH: dict[str, torch.dtype] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+_OUT_ALIASES: dict[Any, str] = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+
+
+@dataclass
+class _Operand:
+    """One input as the kernels see it: 3-D view, which dimension is contiguous, leading and batch strides."""
+
+    tensor: torch.Tensor  # [batch or 1, rows, cols] view
+    row_major: bool
+    ld: int
+    batch_stride: int
+    aligned: bool
+    extent: int  # extent of the contiguous dimension as stored (padded after an aligned copy)
+    contiguous_is_k: bool
+
+
+def _is_tensor(x: Any, name: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise ConfigError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def _dtype_name(a: torch.Tensor, b: torch.Tensor, precision: str | None) -> str:
+    if a.dtype != b.dtype:
+        raise ConfigError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    name = _TORCH_TO_NAME.get(a.dtype)
+    if name is None:
+        raise ConfigError(
+            f"unsupported dtype {a.dtype}; expected float16, bfloat16, float32, float8_e4m3fn or float8_e5m2"
+        )
+    if precision not in (None, "tf32", "ieee"):
+        raise ConfigError(f"precision must be 'tf32' or 'ieee', got {precision!r}")
+    if precision is not None and name != "tf32":
+        raise ConfigError(f"precision={precision!r} applies to float32 inputs only, not {a.dtype}")
+    if name == "tf32" and precision == "ieee":
+        return "fp32"
+    return name
+
+
+def _shapes(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int, int, int]:
+    if a.dim() not in (2, 3) or b.dim() not in (2, 3):
+        raise ConfigError(f"a and b must be 2-D or 3-D (batched), got {a.dim()}-D and {b.dim()}-D")
+    if a.shape[-1] != b.shape[-2]:
+        raise ConfigError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    batch_a = a.shape[0] if a.dim() == 3 else 1
+    batch_b = b.shape[0] if b.dim() == 3 else 1
+    if a.dim() == 3 and b.dim() == 3 and batch_a != batch_b:
+        raise ConfigError(f"batch sizes differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    batch = max(batch_a, batch_b) if (a.dim() == 3 or b.dim() == 3) else 1
+    if a.dim() == 3 and b.dim() == 2:
+        batch = batch_a
+    if b.dim() == 3 and a.dim() == 2:
+        batch = batch_b
+    return batch, int(a.shape[-2]), int(b.shape[-1]), int(a.shape[-1])
+
+
+def _operand(x: torch.Tensor, batch: int, k_is_cols: bool, vec: int) -> _Operand:
+    """Describe x ([.., rows, cols]); a tensor with neither dimension contiguous is copied first."""
+    x3 = x if x.dim() == 3 else x.unsqueeze(0)
+    rows, cols = x3.shape[-2], x3.shape[-1]
+    s_rows, s_cols = x3.stride(-2), x3.stride(-1)
+    if s_cols == 1 or cols == 1:
+        row_major = True
+    elif s_rows == 1 or rows == 1:
+        row_major = False
+    else:
+        x3 = x3.contiguous()
+        row_major, s_rows, s_cols = True, x3.stride(-2), 1
+    if row_major:
+        ld = s_rows if rows > 1 else -(-cols // vec) * vec
+        contiguous_size, contiguous_is_k = cols, k_is_cols
+    else:
+        ld = s_cols if cols > 1 else -(-rows // vec) * vec
+        contiguous_size, contiguous_is_k = rows, not k_is_cols
+    batch_stride = x3.stride(0) if x3.shape[0] > 1 else 0
+    if x3.shape[0] == 1 and batch > 1:
+        x3 = x3.expand(batch, rows, cols)
+    aligned = (
+        x3.data_ptr() % 16 == 0
+        and ld % vec == 0
+        and batch_stride % vec == 0
+        and (contiguous_is_k or contiguous_size % vec == 0)
+    )
+    return _Operand(x3, row_major, ld, batch_stride, aligned, contiguous_size, contiguous_is_k)
+
+
+def _layout(a_op: _Operand, b_op: _Operand) -> str:
+    return ("n" if a_op.row_major else "t") + ("n" if b_op.row_major else "t")
+
+
+def problem_of(
+    a: torch.Tensor, b: torch.Tensor, out_dtype: str | torch.dtype | None = None, precision: str | None = None
+) -> Problem:
+    """The Problem (sizes, dtype name, layout, row alignment) of ``a @ b``, validating the inputs."""
+    a = _is_tensor(a, "a")
+    b = _is_tensor(b, "b")
+    if a.device != b.device:
+        raise ConfigError(f"a and b are on different devices ({a.device} and {b.device})")
+    dtype = _dtype_name(a, b, precision)
+    batch, m, n, k = _shapes(a, b)
+    vec = vector_elements(dtype)
+    a_op = _operand(a, batch, True, vec)
+    b_op = _operand(b, batch, False, vec)
+    return Problem(
+        m,
+        n,
+        k,
+        dtype=dtype,
+        batch=batch,
+        layout=_layout(a_op, b_op),
+        out_dtype=_out_name(out_dtype),
+        a_row_stride_aligned=a_op.aligned,
+        b_row_stride_aligned=b_op.aligned,
+    )
+
+
+def _out_name(out_dtype: str | torch.dtype | None) -> str | None:
+    if out_dtype is None:
+        return None
+    if isinstance(out_dtype, torch.dtype):
+        if out_dtype not in _OUT_ALIASES:
+            raise ConfigError(f"unsupported output dtype {out_dtype}; expected float16, bfloat16 or float32")
+        return _OUT_ALIASES[out_dtype]
+    if out_dtype not in _NAME_TO_TORCH:
+        raise ConfigError(f"unsupported output dtype {out_dtype!r}; expected fp16, bf16 or fp32")
+    return out_dtype
+
+
+def _unaligned_vec(op: _Operand, vec: int) -> int:
+    """A_VEC/B_VEC of an operand whose rows are not 16-byte aligned (and not copied): the largest power of
+    two below ``vec`` dividing its base (in elements), row and batch strides and contiguous extent, so its
+    loads stay 4- or 8-byte copies Triton's pipeliner makes asynchronous (``cp.async`` moves 4, 8 or 16
+    bytes: narrower element-wise loads stay synchronous and each K step waits a memory latency)."""
+    if not partial_vectors_enabled():
+        return 1
+    bits = op.tensor.data_ptr() // op.tensor.element_size() | op.ld | op.batch_stride | op.extent
+    return min(vec // 2, bits & -bits)  # the lowest set bit: the largest power of two dividing all four
+
+
+def _scale_tensor(a_scale: Any, b_scale: Any, device: torch.device) -> torch.Tensor | None:
+    """One fp32 element on the device, the product of the per-tensor scales, that the epilogue loads (never read on
+    the host: no synchronization, so CUDA graphs can capture the call); None without scales."""
+    if a_scale is None and b_scale is None:
+        return None
+    tensors: list[torch.Tensor] = []
+    number = 1.0
+    for name, value in (("scale_a", a_scale), ("scale_b", b_scale)):
+        if value is None:
+            continue
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise ConfigError(f"{name} must be a per-tensor scale (one element), got shape {tuple(value.shape)}")
+            if not value.is_floating_point():
+                raise ConfigError(
+                    f"{name} must be a floating-point tensor (float32, as torch._scaled_mm), got {value.dtype}"
+                )
+            if value.device != device:
+                raise ConfigError(f"{name} is on {value.device}, the inputs on {device}")
+            tensors.append(value.reshape(1))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            number *= float(value)
+        else:
+            raise ConfigError(f"{name} must be a float or a one-element tensor, got {type(value).__name__}")
+    if not tensors:
+        return torch.full((1,), number, dtype=torch.float32, device=device)
+    scale = tensors[0] if tensors[0].dtype == torch.float32 else tensors[0].to(torch.float32)
+    for other in tensors[1:]:
+        scale = scale * other  # one small launch (type promotion keeps fp32)
+    return scale * number if number != 1.0 else scale
