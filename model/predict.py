@@ -478,6 +478,14 @@ def choose_index(table: ConfigTable, problem: Problem) -> tuple[int, np.ndarray]
     if not mask[i]:
         profile = table.profile
         if table.require_builds and not any(b is not None for b in table.builds_for("vector", problem.layout)):
+            from theodolite.kernels.build import BUILD_MATRIX
+
+            if problem.layout not in BUILD_MATRIX[problem.dtype][0] and "" not in BUILD_MATRIX[problem.dtype][0]:
+                raise MissingBuildsError(
+                    f"{profile.origin}: {problem.dtype} in layout {problem.layout} is not built "
+                    f"(kernels.build.BUILD_MATRIX builds {', '.join(BUILD_MATRIX[problem.dtype][0])}); "
+                    f"pass the operands in one of those layouts"
+                )
             raise MissingBuildsError(
                 f"{profile.origin}: profile has no kernel builds for {problem.dtype} (layout {problem.layout}); run "
                 f"python -m theodolite.probes.builds {profile.origin} --dtypes {problem.dtype}"
