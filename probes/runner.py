@@ -191,8 +191,8 @@ def reusable_builds(architecture: str, key: str) -> tuple[tuple[KernelBuild, ...
 def kernel_builds(
     architecture: str, log: Callable[[str], None], timeout_s: float = 3600.0
 ) -> tuple[tuple[KernelBuild, ...], str]:
-    """Compiler facts of the GEMM configs for every dtype the API accepts (``kernels.build.BUILD_MATRIX``, ~6,000
-    compiles: about 5 minutes on 16 cores), reused from a profile of the same architecture and kernel sources where
+    """Compiler facts of the GEMM configs for every dtype the API accepts (``kernels.build.BUILD_MATRIX``, ~3,600
+    compiles: about 3 minutes on 16 cores), reused from a profile of the same architecture and kernel sources where
     one exists (``reusable_builds``); never fatal."""
     try:
         from theodolite.kernels.build import kernel_source_key

@@ -50,11 +50,14 @@ def test_decode_shapes_priced_near_the_weights_read(h100, m: int, nk: tuple[int,
     assert 0.9 * floor <= best.time_s <= 1.5 * floor, (best.key, best.time_s, floor)
 
 
-def test_model_picks_the_family_for_aligned_llm_decode(h100) -> None:  # type: ignore[no-untyped-def]
-    """At M = 1 on llama-sized weights the model ranks a decode config first on at least one of them (the family
-    adds deeper and wider K-steps than the base tables' 16-row tiles)."""
-    picks = [rank(Problem(1, n, k, dtype="bf16", layout="nt"), h100)[0] for n, k in [(4096, 14336), (4096, 4096)]]
-    assert any(is_decode(p.config, "bf16") for p in picks), [p.key for p in picks]
+def test_model_picks_a_decode_sized_tile_for_aligned_llm_decode(h100) -> None:  # type: ignore[no-untyped-def]
+    """At M = 1 on llama-sized weights the model ranks a 16-row tile first (the family's or the base tables'; on the
+    H100 the family measured 0.985 of the base's best, experiments/decode_bench.py), and it prices the family's
+    deeper K-steps among its top candidates."""
+    for n, k in [(4096, 14336), (4096, 4096)]:
+        ranked = rank(Problem(1, n, k, dtype="bf16", layout="nt"), h100)
+        assert ranked[0].config.block_m == 16, ranked[0].key
+        assert any(is_decode(p.config, "bf16") for p in ranked[:8]), [p.key for p in ranked[:8]]
 
 
 def test_large_shapes_never_rank_the_family(h100) -> None:  # type: ignore[no-untyped-def]

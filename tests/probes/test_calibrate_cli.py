@@ -119,8 +119,25 @@ def test_kernel_builds_failure_is_noted_not_fatal(monkeypatch):
         raise RuntimeError("ptxas missing")
 
     monkeypatch.setattr(runner, "_compile_in_subprocess", broken)
+    monkeypatch.setattr(runner, "reusable_builds", lambda architecture, key: None)  # nothing to reuse: compile
     builds, note = runner.kernel_builds("sm_90", print)
     assert builds == () and "ptxas missing" in note
+
+
+def test_kernel_builds_are_reused_from_a_profile_of_the_same_kernel_sources(monkeypatch):
+    """The bundled H100 profile's builds carry today's kernel-source key: a calibration of sm_90 reuses them and
+    compiles nothing; another key (other kernel sources or Triton) or another architecture finds none."""
+    from theodolite.kernels.build import kernel_source_key
+
+    def never(architecture, timeout_s):
+        raise AssertionError("compiled although a profile's builds could be reused")
+
+    monkeypatch.setattr(runner, "_compile_in_subprocess", never)
+    builds, note = runner.kernel_builds("sm_90", print)
+    assert len(builds) > 1000 and "reused" in note and kernel_source_key() in note
+    assert {b.dtype for b in builds} >= {"bf16", "fp16", "tf32", "fp32", "fp8e4m3", "fp8e5m2"}
+    assert runner.reusable_builds("sm_90", "0" * 16) is None
+    assert runner.reusable_builds("sm_80", kernel_source_key()) is None
 
 
 def test_kernel_builds_come_back_from_the_subprocess(monkeypatch):
