@@ -10,6 +10,7 @@ then one untimed chase of lines this run has not touched since the flush.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 
@@ -143,34 +144,18 @@ def run(ctx: ProbeContext) -> ProbeResult:
         }
     )
 
-    # read bandwidth against SMs
-    counts = sorted({1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, ctx.sm_count})
-    counts = [c for c in counts if c <= ctx.sm_count]
-    if ctx.quick:
-        counts = [c for c in counts if c in (1, 8, 32, 64, 96, ctx.sm_count)]
-    curve = []
-    for count in counts:
-        s = Streamer(device, count, block=16384, warps=32)
-        size = min(nbytes, max(64 << 20, int(nbytes * count / ctx.sm_count)))
-        seconds, moved = s.read_seconds(src, size, launches=1)
-        curve.append(moved / seconds)
-    result.curves["hbm_read_bandwidth_vs_sms"] = Curve(
-        name="hbm_read_bandwidth_vs_sms",
-        x=np.array(counts, dtype=float),
-        y=np.array(curve),
-        x_unit="1",
-        y_unit="B/s",
-        method="hbm.read_cg_programs",
-        x_label="programs (one 1024-thread program per SM)",
-        y_label="HBM read bandwidth",
-    )
-    result.metrics["hbm_saturation_sms"] = Measurement.from_samples(
-        "hbm_saturation_sms",
-        [analysis.saturation_point(counts, curve, 0.9)],
-        "1",
-        "hbm.read_cg_programs",
-        note="SMs (one 1024-thread program each) reaching 90% of the curve's best",
-    )
+    # read bandwidth against SMs: the whole grid in every mode (a sweep costs milliseconds), SATURATION_SWEEPS
+    # interleaved sweeps (a disturbance hits one sweep, not one point's every sample), the per-point median kept
+    counts = [c for c in sorted({1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, ctx.sm_count}) if c <= ctx.sm_count]
+    streamers = {count: Streamer(device, count, block=16384, warps=32) for count in counts}
+    sweeps = np.empty((SATURATION_SWEEPS, len(counts)))
+    for sweep in range(SATURATION_SWEEPS):
+        for index, count in enumerate(counts):
+            size = min(nbytes, max(64 << 20, int(nbytes * count / ctx.sm_count)))
+            seconds, moved = streamers[count].read_seconds(src, size, launches=1)
+            sweeps[sweep, index] = moved / seconds
+    result.curves["hbm_read_bandwidth_vs_sms"] = sms_curve(np.array(counts, dtype=float), sweeps)
+    result.metrics["hbm_saturation_sms"] = saturation_measurement(result.curves["hbm_read_bandwidth_vs_sms"])
     result.metrics["hbm_read_bandwidth_one_sm"] = one_sm_bandwidth(result.curves["hbm_read_bandwidth_vs_sms"])
     src = dst = src.new_empty(0)  # free 4 GiB before the latency ring
     torch.cuda.empty_cache()
@@ -195,6 +180,84 @@ def run(ctx: ProbeContext) -> ProbeResult:
             note="ld.global.cg pointer chase after an L2 flush, random lines of a 512 MiB ring (TLB misses included)",
         )
     return result
+
+
+# Sweeps of the read-bandwidth-against-SMs curve: one sweep's point varies by ~0.5% (H200), which moved the old
+# interpolated 90% crossing by ~3% (up to 11% on a quick run's six points); the fit of the median of 7 sweeps moves
+# by ~0.7% at that noise (tests/probes/test_saturation_fit.py).  A sweep of 13 points takes a few milliseconds.
+SATURATION_SWEEPS = 7
+SATURATION_FRACTION = 0.9
+
+
+def sms_curve(counts: np.ndarray, sweeps: np.ndarray) -> Curve:
+    """The stored curve: per-point median of the sweeps, with their min and max as the band."""
+    return Curve(
+        name="hbm_read_bandwidth_vs_sms",
+        x=counts,
+        y=np.median(sweeps, axis=0),
+        x_unit="1",
+        y_unit="B/s",
+        method="hbm.read_cg_programs",
+        x_label="programs (one 1024-thread program per SM)",
+        y_label="HBM read bandwidth",
+        y_low=np.min(sweeps, axis=0),
+        y_high=np.max(sweeps, axis=0),
+        attrs={"sweeps": int(sweeps.shape[0]), "point": "median of the sweeps", "sweep_values": sweeps.tolist()},
+    )
+
+
+def saturation_measurement(curve: Curve) -> Measurement:
+    """``hbm_saturation_sms`` from the stored curve alone (so a stored profile can be re-derived on a CPU): the value
+    is the fitted curve's 90% point on the (median) curve; the samples, and so the spread the guard judges, are the
+    same point fitted on each sweep (``attrs["sweep_values"]``).  A curve stored without its sweeps (profiles made
+    before they were kept: one sweep) gives its one value as the only sample."""
+    raw = curve.attrs.get("sweep_values")
+    sweeps = None if raw is None else np.asarray(raw, dtype=np.float64)
+    try:
+        fit = analysis.saturation_fit(curve.x, curve.y, SATURATION_FRACTION)
+    except ValueError as error:  # too few points (a GPU with few SMs) or no saturation: the interpolated crossing
+        return Measurement.from_samples(
+            "hbm_saturation_sms",
+            [analysis.saturation_point(curve.x, curve.y, SATURATION_FRACTION)],
+            "1",
+            "hbm.read_cg_programs",
+            settings={"derivation": "saturation_point"},
+            note=f"SMs reaching 90% of the curve's best, interpolated (no fit: {error})",
+        )
+    samples = [fit.point]
+    if sweeps is not None and len(sweeps) > 1:
+        samples = []
+        for row in np.asarray(sweeps, dtype=np.float64):
+            try:
+                samples.append(analysis.saturation_fit(curve.x, row, SATURATION_FRACTION).point)
+            except ValueError:  # one sweep that does not fit leaves a gap in the spread, not in the value
+                continue
+        samples = samples or [fit.point]
+    measurement = Measurement.from_samples(
+        "hbm_saturation_sms",
+        samples,
+        "1",
+        "hbm.read_cg_programs",
+        method_version="2",
+        settings={
+            "derivation": "saturation_fit",
+            "fraction": SATURATION_FRACTION,
+            "fit_plateau": fit.plateau,
+            "fit_rate": fit.rate,
+            "fit_exponent": fit.exponent,
+            "fit_sharpness": fit.sharpness,
+            "fit_residual": fit.residual,
+            "sweeps": 1 if sweeps is None else int(len(sweeps)),
+        },
+        note="SMs (one 1024-thread program each) at which the fitted saturating curve reaches 90% of its value at "
+        "all SMs" + ("" if sweeps is None else f"; spread: the same point fitted on each of {len(sweeps)} sweeps"),
+    )
+    flagged = measurement.flagged or fit.residual > analysis.SATURATION_FIT_RESIDUAL
+    if fit.residual > analysis.SATURATION_FIT_RESIDUAL:
+        note = measurement.note + f"; fit residual {100 * fit.residual:.1f}% RMS: the curve is not a plain saturation"
+    else:
+        note = measurement.note
+    return dataclasses.replace(measurement, value=fit.point, flagged=flagged, note=note)
 
 
 def one_sm_bandwidth(curve: Curve) -> Measurement:
