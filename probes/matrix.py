@@ -108,12 +108,17 @@ DTYPES: dict[str, tuple[str, str, list[tuple[int, int, int, int]], tuple[int, in
 # WARM_S seconds back to back, then each sample lasts SAMPLE_S seconds; the clock of every sample
 # is logged, and tiles are compared by FLOP per cycle (clock-independent), not by FLOP/s.
 WARM_S = 1.5
-WARM_S_QUICK = 0.4
 SAMPLE_S = 50e-3
-SAMPLE_S_QUICK = 8e-3
 # Under the power limit the clock oscillates by several percent over ~100 ms (seen on the H100:
 # 1.37-1.71 GHz): the throughput is the median of at least MATRIX_REPEATS samples (0.5 s).
 MATRIX_REPEATS = 10
+# --quick used 5 samples of 8 ms (40 ms, less than one period of that oscillation) after 0.4 s: each sample steady
+# (CV 0.1%) but the window caught one phase, so the same H200 read mma_throughput_fp16 766-819 TFLOP/s run to run
+# (clock 1.43-1.53 GHz at the same FLOP per cycle).  Quick now samples 16 x 25 ms = 0.4 s (four periods, most of
+# the full run's 0.5 s) after 0.6 s (the H100's clock_ramp_s reached 0.8 s): about 3 s more over the five dtypes.
+WARM_S_QUICK = 0.6
+SAMPLE_S_QUICK = 25e-3
+MATRIX_REPEATS_QUICK = 16
 # Tiles differ by 1-3% FLOP per cycle, about the noise of a short score: the first (default) tile
 # is replaced only by one that does TILE_MARGIN more per cycle, so runs pick the same tile.
 TILE_MARGIN = 0.05
@@ -334,7 +339,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
             f"mma_throughput_{dtype}",
             "FLOP/s",
             "matrix.onchip_dot",
-            repeats=ctx.repeats if ctx.quick else max(ctx.repeats, MATRIX_REPEATS),
+            repeats=max(ctx.repeats, MATRIX_REPEATS_QUICK if ctx.quick else MATRIX_REPEATS),
             retries=ctx.retries,
             cv_threshold=ctx.cv_threshold,
             settings=settings,
@@ -464,6 +469,8 @@ def _with_clock(measurement: Measurement, clocks: list[float], sm_count: int) ->
     settings = {
         **measurement.settings,
         "clock_hz_during": clock,
+        "clock_hz_min": float(np.min(clocks)),
+        "clock_hz_max": float(np.max(clocks)),
         "flop_per_cycle_per_sm": measurement.value / clock / sm_count,
     }
     return dataclasses.replace(measurement, settings=settings)
