@@ -114,7 +114,7 @@ SAMPLE_S = 50e-3
 MATRIX_REPEATS = 10
 # --quick used 5 samples of 8 ms (40 ms, less than one period of that oscillation) after 0.4 s: each sample steady
 # (CV 0.1%) but the window caught one phase, so the same H200 read mma_throughput_fp16 766-819 TFLOP/s run to run
-# (clock 1.43-1.53 GHz at the same FLOP per cycle).  Quick now samples 16 x 25 ms = 0.4 s (four periods, most of
+# (1.43-1.53 GHz at the bundled profile's FLOP per cycle).  Quick now samples 16 x 25 ms = 0.4 s (four periods, most of
 # the full run's 0.5 s) after 0.6 s (the H100's clock_ramp_s reached 0.8 s): about 3 s more over the five dtypes.
 WARM_S_QUICK = 0.6
 SAMPLE_S_QUICK = 25e-3
