@@ -182,9 +182,10 @@ def run(ctx: ProbeContext) -> ProbeResult:
     return result
 
 
-# Sweeps of the read-bandwidth-against-SMs curve: one sweep's point varies by ~0.5% (H200), which moved the old
-# interpolated 90% crossing by ~3% (up to 11% on a quick run's six points); the fit of the median of 7 sweeps moves
-# by ~0.7% at that noise (tests/probes/test_saturation_fit.py).  A sweep of 13 points takes a few milliseconds.
+# Sweeps of the read-bandwidth-against-SMs curve: one sweep's point varies by ~0.5% (what the spread of the H200's
+# quick values implies), which moved the old interpolated 90% crossing by ~3% (up to 11% on a quick run's six
+# points); the fit of the median of 7 sweeps moves by ~0.7% at that noise (tests/probes/test_saturation_fit.py).
+# A sweep of 13 points takes a few milliseconds.
 SATURATION_SWEEPS = 7
 SATURATION_FRACTION = 0.9
 
