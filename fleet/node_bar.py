@@ -233,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         if code:
             entry["calibrate_tail"] = tail
+        # whether the builds were reused (seconds) or compiled (minutes: kernel sources unlike the bundled profiles')
+        log_text = (out / f"node_r{number}.log").read_text()
+        entry["builds"] = [line for line in log_text.splitlines() if "kernel builds" in line][:4]
         targets = _targets(folder, names)
         present = [t for t in targets if t.is_file()]
         check_code, check_s, check_tail = _run(

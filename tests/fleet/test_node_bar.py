@@ -87,3 +87,51 @@ def test_per_metric_keeps_the_worst_and_every_round(node_bar, h100):
     assert node_bar.verdict([{**rounds[0]}], "full")  # 1% is within the bar
     assert not node_bar.verdict([{"round": 1, "cards": [{"gpu": 0, "missing": True}]}], "full")
     assert not node_bar.verdict(rounds[:1], "quick")  # no quick alone profile: no verdict against it
+
+
+def test_main_end_to_end_with_the_gpus_faked(node_bar, h100, tmp_path, monkeypatch, capsys):
+    """The whole script with two faked H100s: alone profiles (full and quick), three rounds whose card 1 reads
+    hbm_saturation_sms 7% low in round 2; the JSON and the table say so."""
+    import shutil
+
+    import torch
+
+    from theodolite.commands.calibrate import _targets
+    from theodolite.profile import save_profile
+
+    names = ["NVIDIA H100 80GB HBM3"] * 2
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: names[0])
+    monkeypatch.setattr(node_bar, "gpu_state", lambda: [])
+    monkeypatch.setenv("OUT", str(tmp_path))
+    monkeypatch.chdir(ROOT)
+    source = bundled_dir() / "nvidia-h100-80gb-hbm3.h5"
+    rounds = iter([1.0, 0.93, 1.0])
+
+    def fake_run(command, log):
+        log.write_text("sm_90: 898 kernel builds reused from nvidia-h100-80gb-hbm3.h5\n")
+        target = Path(command[command.index("-o") + 1]) if "-o" in command else None
+        if "--all-devices" in command:
+            factor = next(rounds)
+            for gpu, path in enumerate(_targets(target, names)):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                save_profile(scaled(h100, hbm_saturation_sms=factor if gpu == 1 else 1.0), path, overwrite=True)
+        elif "calibrate" in command:
+            shutil.copy(source, target)
+        return 0, 0.1, "PASS"
+
+    monkeypatch.setattr(node_bar, "_run", fake_run)
+    assert node_bar.main([]) == 0
+    import json
+
+    report = json.loads((tmp_path / "node_bar.json").read_text())
+    assert report["alone_kinds"] == ["full", "quick"] and report["bar_reference"] == "full"
+    assert [r["round"] for r in report["rounds"]] == [1, 2, 3]
+    assert report["bar_no_false_alarm"] is True
+    assert report["bar_within_5pct_judged"] == {"full": False, "quick": False}
+    worst = report["per_metric"]["full"]["hbm_saturation_sms"]
+    assert worst["worst"]["round"] == 2 and worst["worst"]["gpu"] == 1
+    assert worst["max_abs_deviation"] == pytest.approx(0.07)
+    assert report["rounds"][0]["builds"] and "reused" in report["rounds"][0]["builds"][0]
+    out = capsys.readouterr().out
+    assert "hbm_saturation_sms 7.0%" in out and "every judged metric within 5%" in out
