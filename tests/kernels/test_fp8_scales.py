@@ -147,3 +147,19 @@ def test_bad_scales_are_named_before_any_launch(cached_launches: list[int]) -> N
     x = torch.randn(16, 32)
     with pytest.raises(ConfigError, match="fp8 inputs only"):
         gemm(x, x.t(), config, a_scale=2.0, precision="ieee")
+
+
+def test_the_e5m2_baseline_is_the_mixed_call_torch_accepts() -> None:
+    """torch._scaled_mm refuses e5m2 x e5m2 on CUDA: the baseline converts B to e4m3 (clamped, strides kept)."""
+    from theodolite.kernels.benchmark import scaled_mm_operand
+
+    a, b = fp8_pair(32, 48, 64, torch.float8_e5m2, seed=6)
+    b = (b.float() * 400).to(torch.float8_e5m2)  # past e4m3's range (448) in places: clamped, not NaN
+    mixed = scaled_mm_operand(a, b)
+    assert mixed.dtype == torch.float8_e4m3fn and mixed.stride() == b.stride()
+    limit = torch.finfo(torch.float8_e4m3fn).max
+    assert torch.isfinite(mixed.float()).all() and mixed.float().abs().max() == limit
+    inside = b.float().abs() < 200
+    assert torch.allclose(mixed.float()[inside], b.float()[inside], rtol=0.07)  # e4m3's rounding of e5m2 values
+    e4m3 = a.to(torch.float8_e4m3fn)
+    assert scaled_mm_operand(e4m3, b) is b and scaled_mm_operand(a, mixed) is mixed
