@@ -222,7 +222,7 @@ def part_summary(rows: list[dict[str, Any]], base: str) -> dict[str, Any]:
         f"pick_vs_{base}_min": min((v for v in pick if math.isfinite(v)), default=math.nan),
         "selection_efficiency_geomean": geomean(eff),
         "selection_efficiency_min": min(eff, default=math.nan),
-        "failed_configs": sum(len([e for e in r["errors"] if "/" in e or e == "shape"]) for r in rows),
+        "failed_configs": sum(len([e for e in r["errors"] if "/" in e or e in ("shape", "api_scaled")]) for r in rows),
     }
     if base == "torch" and any("torch_fast_accum" in r.get("ms", {}) for r in rows):
         summary["best_vs_fast_accum_geomean"] = geomean([ratio(r, "torch_fast_accum", "best_ms") for r in rows])
