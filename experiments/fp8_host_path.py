@@ -3,7 +3,7 @@
 Does a call with per-tensor scales take the launch cache like an unscaled one?  The kernel launch is stubbed as in
 ``linear_host_path.py`` (every line of Python between the call and the driver's launch runs; the launch itself and
 CUDA's allocator differ), on the Llama-3-8B projections at M tokens, fp8 e4m3 (B = ``w.t()`` of an ``[N, K]``
-weight, layout nt), the bundled H100 profile's picks; bf16 beside it for reference.
+weight, layout nt), the bundled H100 profile's picks; bf16, fp16 and tf32 (fp32 inputs) beside it.
 
     PYTHONPATH=$PWD python3 experiments/fp8_host_path.py [M]
 
@@ -51,10 +51,13 @@ def main() -> None:
         x = torch.randn(m, k)
         w = torch.randn(n, k)
         xb, wb = x.to(torch.bfloat16), w.to(torch.bfloat16)
+        xh, wh = x.to(torch.float16), w.to(torch.float16)
         xq, wq = x.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
         sa, sb = torch.tensor(0.5), torch.tensor(2.0)
         entries: dict[str, Callable[[], Any]] = {
             "bf16 matmul(x, W.t())": lambda x=xb, w=wb: matmul(x, w.t()),
+            "fp16 matmul(x, W.t())": lambda x=xh, w=wh: matmul(x, w.t()),
+            "tf32 matmul(x, W.t())": lambda x=x, w=w: matmul(x, w.t()),
             "fp8 unscaled": lambda x=xq, w=wq: matmul(x, w.t()),
             "fp8 scale_a, scale_b tensors": lambda x=xq, w=wq, sa=sa, sb=sb: matmul(x, w.t(), scale_a=sa, scale_b=sb),
             "fp8 scale_a tensor": lambda x=xq, w=wq, sa=sa: matmul(x, w.t(), scale_a=sa),
