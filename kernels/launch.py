@@ -66,6 +66,7 @@ from theodolite.kernels.operands import (  # noqa: F401  (re-exported)
     _NAME_TO_TORCH,
     _OUT_ALIASES,
     _TORCH_TO_NAME,
+    ScaleRule,
     _dtype_name,
     _is_tensor,
     _layout,
@@ -76,6 +77,7 @@ from theodolite.kernels.operands import (  # noqa: F401  (re-exported)
     _shapes,
     _unaligned_vec,
     problem_of,
+    scale_rule,
 )
 
 
@@ -113,6 +115,8 @@ class GemmPlan:
     problem: Problem
     config: GemmConfig
     steps: list[Callable[[], None]] = field(default_factory=list)
+    # the fp8 scales' rule (``operands.scale_rule``): the launch cache re-applies it to each call's scales
+    scale_rule: ScaleRule | None = None
 
     def run(self) -> torch.Tensor:
         for step in self.steps:
@@ -190,9 +194,10 @@ def plan_gemm(
         bias = bias.reshape(-1)
         if bias.stride(0) != 1:
             bias = bias.contiguous()
-    scale = _scale_tensor(a_scale, b_scale, device)
-    if scale is not None and not problem.dtype.startswith("fp8"):
+    rule, scale_number = scale_rule(a_scale, b_scale, device)
+    if (a_scale is not None or b_scale is not None) and not problem.dtype.startswith("fp8"):
         raise ConfigError(f"scale_a/scale_b apply to fp8 inputs only, not {problem.dtype}")
+    scale = rule(a_scale, b_scale) if rule is not None else None
     limits = device_limits(device)
     reason = legality(config, problem, limits)
     if reason is not None:
@@ -200,7 +205,7 @@ def plan_gemm(
     if num_sms is not None and (not isinstance(num_sms, int) or num_sms < 1):
         raise ConfigError(f"num_sms must be a positive int, got {num_sms!r}")
 
-    plan = GemmPlan(out, problem, config)
+    plan = GemmPlan(out, problem, config, scale_rule=rule)
     if batch == 0 or m == 0 or n == 0:
         return plan
     if k == 0:
@@ -270,7 +275,7 @@ def plan_gemm(
         stride_cb=(c3.stride(0) if c3.shape[0] > 1 else 0) if c3 is not None else 0,
         stride_cm=c3.stride(1) if c3 is not None else 0,
         stride_cn=c3.stride(2) if c3 is not None else 0,
-        alpha=float(alpha),
+        alpha=float(alpha) * scale_number,  # scales given as numbers, folded in on the host
         beta=float(beta),
     )
     out_vec, c_vec, n_vec = _epilogue_vecs(out3, c3, n)
@@ -293,15 +298,16 @@ def plan_gemm(
     )  # fmt: skip
     pointers = (a_op.tensor, b_op.tensor, out3, c3 if c3 is not None else dummy, bias if bias is not None else dummy,
                 scale if scale is not None else dummy)  # fmt: skip
-    # Which gemm() argument each pointer is (0 a, 1 b, 2 out, 3 c, 4 bias); -1: made here, not re-bindable;
-    # None: a constant of the plan (a padded copy's buffer, which its copy step refills at each call).
+    # Which gemm() argument each pointer is (0 a, 1 b, 2 out, 3 c, 4 bias, 5 the scale ``rule`` makes of the call's
+    # scales); -1: made here, not re-bindable; None: a constant of the plan (a padded copy's buffer, which its copy
+    # step refills at each call).
     psrc = (
         None if copy_a else a_src,
         None if copy_b else b_src,
         2,
         (3 if c is not None and c3.data_ptr() == c.data_ptr() else -1) if c3 is not None else 2,
         (4 if bias_in is not None and bias.data_ptr() == bias_in.data_ptr() else -1) if bias is not None else 2,
-        -1 if scale is not None else 2,
+        5 if scale is not None else 2,
     )
     per_sm = programs_per_sm(config, problem.dtype, limits)
     programs = sms * per_sm
@@ -430,7 +436,7 @@ def gemm(
     if key is not None:
         entry = _FAST.get(key)
         if entry is not None:
-            return entry.run(a, b, out, c, bias)
+            return entry.run(a, b, out, c, bias, a_scale, b_scale)
     plan = plan_gemm(
         a, b, config, out=out, alpha=alpha, beta=beta, c=c, bias=bias, out_dtype=out_dtype,
         num_sms=num_sms, a_scale=a_scale, b_scale=b_scale, precision=precision,

@@ -1,9 +1,11 @@
 """gemm()'s launch cache: a call with the metadata of one that ran before re-binds that plan's launches.
 
 ``_fast_key`` is the key of a call (config, each tensor's device, dtype, shape, strides and address modulo 16
-bytes, the scalars), or None where the call must take the full path; ``_FastGemm`` holds the compiled launchers,
-constant arguments and copy steps of a plan that ran once and re-binds them to each call's tensors, so a
-repeated call costs one lookup, the output allocation and one direct launch per kernel.
+bytes, the scalars, which fp8 scales are tensors and their metadata), or None where the call must take the full path;
+``_FastGemm`` holds the compiled launchers, constant arguments and copy steps of a plan that ran once and re-binds
+them to each call's tensors (and the scale its rule makes of each call's fp8 scales), so a repeated call costs one
+lookup, the output allocation and one direct launch per kernel (and one small multiply where both scales are
+tensors).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 from theodolite.kernels.buffers import _AlignedCopy
 from theodolite.kernels.config import GemmConfig
 from theodolite.kernels.direct_launch import _Descriptor, _Launch
+from theodolite.kernels.operands import ScaleRule
 
 if TYPE_CHECKING:
     from theodolite.kernels.launch import GemmPlan
@@ -25,7 +28,7 @@ class _FastGemm:
     arguments and workspace, re-bound to each call's tensors.  A repeated gemm() call then costs a
     dictionary lookup, the output allocation and one direct launch per kernel."""
 
-    __slots__ = ("copies", "launches", "out_shape", "out_dtype")
+    __slots__ = ("copies", "launches", "out_shape", "out_dtype", "scale_rule")
 
     def __init__(
         self,
@@ -33,16 +36,18 @@ class _FastGemm:
         launches: list[tuple[Callable[..., None], list[Any], tuple[tuple[int, int | _Descriptor], ...]]],
         out_shape: tuple[int, ...] | None,
         out_dtype: torch.dtype,
+        scale_rule: ScaleRule | None = None,
     ) -> None:
         self.copies = copies
         self.launches = launches
         self.out_shape = out_shape
         self.out_dtype = out_dtype
+        self.scale_rule = scale_rule
 
     @classmethod
     def of(cls, plan: GemmPlan, allocate_out: bool) -> _FastGemm | None:
         """The cached form of a plan that has run once; None when it cannot be re-bound (an operand made
-        contiguous first, scales)."""
+        contiguous first, a C or bias made here)."""
         if not plan.steps:
             return None
         copies: list[_AlignedCopy] = []
@@ -60,7 +65,8 @@ class _FastGemm:
             for i, _ in slots:
                 ordered[i] = None  # hold no reference to this call's tensors
             launches.append((step.runner, ordered, slots))
-        return cls(copies, launches, tuple(plan.out.shape) if allocate_out else None, plan.out.dtype)
+        out_shape = tuple(plan.out.shape) if allocate_out else None
+        return cls(copies, launches, out_shape, plan.out.dtype, plan.scale_rule)
 
     def run(
         self,
@@ -69,10 +75,13 @@ class _FastGemm:
         out: torch.Tensor | None,
         c: torch.Tensor | None,
         bias: torch.Tensor | None,
+        a_scale: Any = None,
+        b_scale: Any = None,
     ) -> torch.Tensor:
         if out is None:
             out = torch.empty(self.out_shape, dtype=self.out_dtype, device=a.device)  # type: ignore[arg-type]
-        tensors = (a, b, out, c, bias)
+        rule = self.scale_rule
+        tensors = (a, b, out, c, bias, rule(a_scale, b_scale) if rule is not None else None)
         for copy in self.copies:
             copy.run_from(a if copy.source == 0 else b)
         for runner, ordered, slots in self.launches:
@@ -97,14 +106,25 @@ def _meta(x: Any) -> tuple[Any, ...] | None:
     return (x.device, x.dtype, x.shape, x.stride(), x.data_ptr() & 15)
 
 
+def _scale_meta(x: Any) -> Any:
+    """What a plan depends on of an fp8 scale: None; a number's value (folded into alpha); a tensor's device, dtype,
+    shape (its rule; ``scale_rule`` checked them) and address modulo 16 bytes (the pointer's specialization); False:
+    neither (the full path names the error)."""
+    if x is None:
+        return None
+    if type(x) in _NUMBER:
+        return float(x)
+    if isinstance(x, torch.Tensor):
+        return (x.device, x.dtype, x.shape, x.data_ptr() & 15)
+    return False
+
+
 def _fast_key(
     a: Any, b: Any, config: Any, out: Any, alpha: Any, beta: Any, c: Any, bias: Any,
     out_dtype: Any, num_sms: Any, a_scale: Any, b_scale: Any, precision: Any,
 ) -> tuple[Any, ...] | None:  # fmt: skip
     """The cache key of a gemm() call, or None when the call must take the full path (kept lean: it runs
     at every call)."""
-    if a_scale is not None or b_scale is not None:
-        return None
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and type(config) is GemmConfig):
         return None
     if type(alpha) not in _NUMBER or type(beta) not in _NUMBER:
@@ -118,6 +138,11 @@ def _fast_key(
         if not isinstance(out, torch.Tensor):
             return None
         key = (*key, "out", out.device, out.dtype, out.shape, out.stride(), out.data_ptr() & 15)
+    if a_scale is not None or b_scale is not None:
+        scales = (_scale_meta(a_scale), _scale_meta(b_scale))
+        if scales[0] is False or scales[1] is False:
+            return None
+        key = (*key, "scales", *scales)
     if c is None and bias is None and out_dtype is None and num_sms is None and precision is None:
         return key
     if out_dtype is not None and not isinstance(out_dtype, (str, torch.dtype)):

@@ -3,11 +3,12 @@
 ``problem_of`` turns ``a @ b`` into a ``Problem`` (sizes, dtype name, layout, row alignment), raising a
 ``ConfigError`` that names what is wrong before anything launches; ``_operand`` gives the 3-D view, the
 contiguous dimension, leading and batch strides of one input; ``_unaligned_vec`` the vector width of rows that
-are not 16-byte aligned; ``_scale_tensor`` the fp8 per-tensor scale the epilogue reads.
+are not 16-byte aligned; ``scale_rule`` how the fp8 per-tensor scales reach the epilogue.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,14 +162,47 @@ def _unaligned_vec(op: _Operand, vec: int) -> int:
     return min(vec // 2, bits & -bits)  # the lowest set bit: the largest power of two dividing all four
 
 
-def _scale_tensor(a_scale: Any, b_scale: Any, device: torch.device) -> torch.Tensor | None:
-    """One fp32 element on the device, the product of the per-tensor scales, that the epilogue loads (never read on
-    the host: no synchronization, so CUDA graphs can capture the call); None without scales."""
+ScaleRule = Callable[[Any, Any], torch.Tensor]
+
+
+def _scale_a(a_scale: torch.Tensor, b_scale: Any) -> torch.Tensor:
+    return a_scale
+
+
+def _scale_b(a_scale: Any, b_scale: torch.Tensor) -> torch.Tensor:
+    return b_scale
+
+
+def _scale_product(a_scale: torch.Tensor, b_scale: torch.Tensor) -> torch.Tensor:
+    return a_scale * b_scale  # one small launch (both float32)
+
+
+def _scale_a_fp32(a_scale: torch.Tensor, b_scale: Any) -> torch.Tensor:
+    return a_scale.to(torch.float32)
+
+
+def _scale_b_fp32(a_scale: Any, b_scale: torch.Tensor) -> torch.Tensor:
+    return b_scale.to(torch.float32)
+
+
+def _scale_product_fp32(a_scale: torch.Tensor, b_scale: torch.Tensor) -> torch.Tensor:
+    return a_scale.to(torch.float32) * b_scale.to(torch.float32)
+
+
+def scale_rule(a_scale: Any, b_scale: Any, device: torch.device) -> tuple[ScaleRule | None, float]:
+    """How a call's per-tensor fp8 scales reach the epilogue: (rule, number).
+
+    ``rule(a_scale, b_scale)`` gives the one fp32 element on the device that the epilogue loads (None: no tensor
+    scale); ``number`` is the product of the scales given as Python numbers, folded into ``alpha`` on the host.  A
+    lone float32 scale tensor is passed as it is, two are multiplied (one small launch), others converted first.
+    The rule depends only on which scales are tensors and their dtypes (the launch cache's key holds both), so a
+    cached launch re-applies it to each call's scales: the values are never read on the host (no synchronization;
+    CUDA graphs can capture the call, and a scale updated in place between calls is read anew)."""
     if a_scale is None and b_scale is None:
-        return None
-    tensors: list[torch.Tensor] = []
+        return None, 1.0
+    tensors: list[tuple[int, torch.Tensor]] = []
     number = 1.0
-    for name, value in (("scale_a", a_scale), ("scale_b", b_scale)):
+    for slot, name, value in ((0, "scale_a", a_scale), (1, "scale_b", b_scale)):
         if value is None:
             continue
         if isinstance(value, torch.Tensor):
@@ -180,14 +214,27 @@ def _scale_tensor(a_scale: Any, b_scale: Any, device: torch.device) -> torch.Ten
                 )
             if value.device != device:
                 raise ConfigError(f"{name} is on {value.device}, the inputs on {device}")
-            tensors.append(value.reshape(1))
+            tensors.append((slot, value))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             number *= float(value)
         else:
             raise ConfigError(f"{name} must be a float or a one-element tensor, got {type(value).__name__}")
+    fp32 = all(t.dtype == torch.float32 for _, t in tensors)
     if not tensors:
-        return torch.full((1,), number, dtype=torch.float32, device=device)
-    scale = tensors[0] if tensors[0].dtype == torch.float32 else tensors[0].to(torch.float32)
-    for other in tensors[1:]:
-        scale = scale * other  # one small launch (type promotion keeps fp32)
+        return None, number
+    if len(tensors) == 2:
+        return (_scale_product if fp32 else _scale_product_fp32), number
+    if tensors[0][0] == 0:
+        return (_scale_a if fp32 else _scale_a_fp32), number
+    return (_scale_b if fp32 else _scale_b_fp32), number
+
+
+def _scale_tensor(a_scale: Any, b_scale: Any, device: torch.device) -> torch.Tensor | None:
+    """One fp32 element on the device, the product of the per-tensor scales (``scale_rule`` with the numbers
+    multiplied in); None without scales."""
+    rule, number = scale_rule(a_scale, b_scale, device)
+    if rule is None:
+        return None if a_scale is None and b_scale is None else torch.full((1,), number, dtype=torch.float32,
+                                                                           device=device)  # fmt: skip
+    scale = rule(a_scale, b_scale).reshape(1)
     return scale * number if number != 1.0 else scale

@@ -104,6 +104,16 @@ def test_fp8_with_scales(fp8: str, layout: str, variant: str) -> None:
     out = k.gemm(a, b, config, a_scale=sa, b_scale=sb, out_dtype=torch.float32)
     ref = (a.double() * 0.5) @ (b.double() * 3.0)
     assert rel_error(out, ref) <= TOL["fp8"]
+    # the launch cache's call: two scale tensors, one updated in place, each read anew
+    from theodolite.kernels import launch
+
+    sb_t = torch.tensor([3.0], device="cuda")
+    for value in (0.5, 2.0):
+        sa.fill_(value)
+        out = k.gemm(a, b, config, a_scale=sa, b_scale=sb_t, out_dtype=torch.float32)
+        assert rel_error(out, (a.double() * value) @ (b.double() * 3.0)) <= TOL["fp8"], value
+    key = launch._fast_key(a, b, config, None, 1.0, 0.0, None, None, torch.float32, None, sa, sb_t, None)
+    assert key in launch._FAST
 
 
 def test_epilogue_and_batch_bf16() -> None:

@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="bf16",
         choices=("fp16", "bf16", "tf32", "fp32", "fp8e4m3", "fp8e5m2"),
         help="input dtype where the CSV has no dtype column (bf16); fp8's baseline is torch._scaled_mm (scales 1, "
-        "bf16 output, B K-major), tf32's torch.matmul with allow_tf32",
+        "bf16 output, B K-major; for e5m2, which it refuses for both inputs, e5m2 x e4m3), tf32's torch.matmul "
+        "with allow_tf32",
     )
     parser.add_argument(
         "--layout", default="nn", choices=("nn", "nt", "tn", "tt"), help="layout where the suite has no layout column"
