@@ -9,6 +9,7 @@ weight, so small-M calls read their weights from memory as the pass does, not fr
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -51,16 +52,26 @@ def graph_us_per_call(calls: Sequence[Callable[[], Any]], replays: int = 5) -> f
 
 
 def candidates(x: Tensor, w: Tensor, top: int) -> list[tuple[Any, float, bool]]:
-    """(config, predicted us, is the pick) of the model's ``top`` ranked configs for ``F.linear(x, w)`` (layout nt),
-    the pick first: what ``theodolite.ops.linear`` would run, then what the model ranked behind it."""
+    """(config, predicted us, is the pick) for ``F.linear(x, w)`` (layout nt): the pick (what
+    ``theodolite.ops.linear`` runs), the model's next ``top - 1`` ranked configs, then the best-ranked config of
+    each kernel variant (tma, persistent, stream-K, split-K, ...) not among them, so a family ranked too low is
+    timed too."""
     from theodolite import api
     from theodolite.kernels.launch import problem_of
+    from theodolite.model.predict import rank
 
-    selection = api.select_problem(problem_of(x, w.t(), None, ops._fp32_precision(x.dtype)))
-    ranked = [(p.config, p.time_s * 1e6, p.config == selection.config) for p in selection.candidates]
-    if not any(is_pick for _, _, is_pick in ranked):
-        ranked.insert(0, (selection.config, selection.predicted_time_s * 1e6, True))
-    return ranked[:top]
+    problem = problem_of(x, w.t(), None, ops._fp32_precision(x.dtype))
+    pick = api.select_problem(problem).config
+    ranked = rank(problem, api.resolve(None))
+    others = [p for p in ranked if p.config != pick]
+    chosen = [(pick, next((p.time_s for p in ranked if p.config == pick), math.nan) * 1e6, True)]
+    chosen += [(p.config, p.time_s * 1e6, False) for p in others[: max(0, top - 1)]]
+    variants = {c.variant for c, _, _ in chosen}
+    for p in others:
+        if p.config.variant not in variants:
+            variants.add(p.config.variant)
+            chosen.append((p.config, p.time_s * 1e6, False))
+    return chosen
 
 
 def verdict(torch_us: float, pick_us: float, best_us: float | None) -> str:

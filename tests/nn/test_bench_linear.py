@@ -90,7 +90,13 @@ def test_candidates_put_the_pick_first_then_the_models_ranking() -> None:
     x, w = torch.randn(32, 256), torch.randn(512, 256)
     ranked = bench_kernels.candidates(x, w, top=4)
     pick = api.select_problem(problem_of(x, w.t(), None, "ieee")).config
-    assert 1 < len(ranked) <= 4 and ranked[0][0] == pick and ranked[0][2]
+    assert len(ranked) >= 4 and ranked[0][0] == pick and ranked[0][2]
     assert not any(is_pick for _, _, is_pick in ranked[1:])
     assert len({c.key for c, _, _ in ranked}) == len(ranked)
-    assert [t for _, t, _ in ranked[1:]] == sorted(t for _, t, _ in ranked[1:])  # fastest predicted first
+    assert [t for _, t, _ in ranked[1:4]] == sorted(t for _, t, _ in ranked[1:4])  # the model's next, fastest first
+    extra = [c.variant for c, _, _ in ranked[4:]]  # then one of each variant the top four lack
+    assert len(set(extra)) == len(extra) and not set(extra) & {c.variant for c, _, _ in ranked[:4]}
+    from theodolite.model.predict import rank
+
+    legal = {p.config.variant for p in rank(problem_of(x, w.t(), None, "ieee"), api.resolve(None))}
+    assert {c.variant for c, _, _ in ranked} == legal and len(legal) > 1
