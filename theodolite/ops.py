@@ -269,6 +269,11 @@ def _mm_backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
     return grad_a, grad_b
 
 
+def _any_requires_grad_py(*tensors: Tensor | None) -> bool:
+    return any(t is not None and t.requires_grad for t in tensors)
+
+
+_any_requires_grad: Callable[..., bool] = getattr(torch._C, "_any_requires_grad", _any_requires_grad_py)
 _BELOW_AUTOGRAD = torch._C._after_autograd_keyset
 _VIEW_TRACKING = torch._C.DispatchKey.ADInplaceOrView  # a fallthrough for a functional operator
 _BACKENDS = (torch._C.DispatchKey.CPU, torch._C.DispatchKey.CUDA)
@@ -322,7 +327,7 @@ class _MmOpFunction(torch.autograd.Function):
 
 def _linear_autograd(keyset: torch._C.DispatchKeySet, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     below, direct = _route(keyset)
-    if torch.is_grad_enabled() and torch._C._any_requires_grad(x, weight, bias):
+    if torch.is_grad_enabled() and _any_requires_grad(x, weight, bias):
         return _LinearOpFunction.apply(below, x, weight, bias)  # type: ignore[no-any-return]
     if direct:
         return _cached(_LINEAR, _linear_runner, x, weight, bias)
@@ -331,7 +336,7 @@ def _linear_autograd(keyset: torch._C.DispatchKeySet, x: Tensor, weight: Tensor,
 
 def _mm_autograd(keyset: torch._C.DispatchKeySet, a: Tensor, b: Tensor) -> Tensor:
     below, direct = _route(keyset)
-    if torch.is_grad_enabled() and torch._C._any_requires_grad(a, b):
+    if torch.is_grad_enabled() and _any_requires_grad(a, b):
         return _MmOpFunction.apply(below, a, b)  # type: ignore[no-any-return]
     if direct:
         return _cached(_MM, _mm_runner, a, b, None)
