@@ -6,9 +6,11 @@ of a compiled kernel), so every line of Python between the call and the driver's
 itself (a C call, a few microseconds on a GPU host) and CUDA's allocator (the CPU's is used) differ.  Shapes: the
 Llama-3-8B projections at M tokens (``theodolite.bench_linear.PROJECTIONS``), bf16, the bundled H100 profile's picks.
 
-    PYTHONPATH=$PWD python3 experiments/linear_host_path.py [M] [--profile]
+    PYTHONPATH=$PWD python3 experiments/linear_host_path.py [M] [--profile] [--compiled]
 
-Prints microseconds per call (median of rounds) per entry point; ``--profile`` adds a cProfile of ops.linear.
+Prints microseconds per call (median of rounds) per entry point; ``--profile`` adds a cProfile of ops.linear;
+``--compiled`` adds the host time per projection inside an inductor-compiled graph (a chain of 8 patched 4096x4096
+projections against a chain of 1: the graph call's own cost cancels), the operator's per-call cost there.
 """
 
 from __future__ import annotations
@@ -64,6 +66,26 @@ def per_call_us(fn: Callable[[], Any], calls: int = 2000, rounds: int = 7) -> fl
     return statistics.median(samples)
 
 
+def compiled_per_op_us(m: int, chain: int = 8) -> tuple[float, float]:
+    """(host us per projection inside an inductor-compiled graph, host us of the graph call itself)."""
+    from theodolite.nn import patch
+
+    hidden = 4096
+    loops = {}
+    for n in (1, chain):
+        model = torch.nn.Sequential(
+            *(torch.nn.Linear(hidden, hidden, bias=False, dtype=torch.bfloat16) for _ in range(n))
+        )
+        patch(model)
+        compiled = torch.compile(model, fullgraph=True, dynamic=False)
+        x = torch.randn(m, hidden, dtype=torch.bfloat16)
+        with torch.no_grad():
+            compiled(x)
+            loops[n] = per_call_us(lambda compiled=compiled, x=x: compiled(x), calls=1000)
+    per_op = (loops[chain] - loops[1]) / (chain - 1)
+    return per_op, loops[1] - per_op
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     m = int(args[0]) if args else 8
@@ -100,6 +122,9 @@ def main() -> None:
     print(f"host us per call, CPU, kernel launch stubbed, M={m}, bf16, torch {torch.__version__}")
     for name, key, entry, us in rows:
         print(f"{name:>8} {key:<34} {entry:<34} {us:7.2f}")
+    if "--compiled" in sys.argv:
+        per_op, graph_call = compiled_per_op_us(m)
+        print(f"inside an inductor-compiled graph: {per_op:.2f} us per projection, {graph_call:.2f} us per graph call")
     if "--profile" in sys.argv:
         x = torch.randn(m, 4096, dtype=torch.bfloat16)
         w = torch.randn(4096, 4096, dtype=torch.bfloat16)

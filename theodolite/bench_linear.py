@@ -9,7 +9,11 @@ o 4096->4096, gate_up 4096->28672, down 14336->4096.  For each M (tokens), measu
 - torch.compile (default mode, fullgraph, dynamic M) of a decoder-ish stack (projections with residual adds and a
   SwiGLU between gate_up and down) unpatched against ``theodolite.patch``-ed;
 - host: per-call host time of each entry point at a small M with the GPU kept busy (so no call waits for it), a
-  cProfile of theodolite's call path and a torch.profiler summary of one eager pass (CPU ops and GPU kernels).
+  cProfile of theodolite's call path and a torch.profiler summary of one eager pass (CPU ops and GPU kernels);
+- compiled host: host us per projection inside an inductor-compiled graph (a chain of 8 projections against a
+  chain of 1, the GPU kept busy), torch's and theodolite's: what a compiled decode step pays per GEMM;
+- kernels: per projection and M, GPU us per call of torch and theodolite, and at M in 32..512 the model's next
+  ranked configs (``theodolite.bench_kernels``): which projection loses, and whether the pick or the bundle does.
 
 Ratios are torch / theodolite (above 1: theodolite faster).  Tokens/s count the projections' GEMMs only.
 """
@@ -23,6 +27,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -61,6 +66,10 @@ class Settings:
     hidden: int = 4096
     ffn: int = 14336
     kv: int = 1024
+    kernels: bool = True  # per-projection kernel times (GPU only)
+    kernel_layers: int = 8  # distinct weights per projection timing (more than L2 holds, as in the pass)
+    candidate_top: int = 4  # the pick and the model's next configs timed at bench_kernels.CANDIDATE_MS
+    kernel_budget_s: float = 120.0  # candidate timing stops after this (first compiles of new configs are slow)
 
     @property
     def projections(self) -> tuple[tuple[str, int, int], ...]:
@@ -328,6 +337,38 @@ def trace_pass(settings: Settings, weights: list[list[Tensor]], device: torch.de
     return summary
 
 
+def compiled_host_us(settings: Settings, device: torch.device, dtype: torch.dtype, chain: int = 8) -> dict[str, Any]:
+    """Host microseconds per projection inside an inductor-compiled graph: a compiled chain of ``chain`` square
+    projections against a chain of one (the graph call's own cost cancels), at M=host_m, the GPU kept busy so no
+    call waits for it (calls per loop kept under the launch queue's depth).  Torch's (``extern_kernels.mm``)
+    against theodolite's (the ``theodolite::linear`` operator), and the graph call's own cost."""
+    from theodolite.nn import patch
+
+    hidden = settings.hidden
+    weights = [torch.randn(hidden, hidden, device=device, dtype=dtype) * hidden**-0.5 for _ in range(chain)]
+    x = torch.randn(settings.host_m, hidden, device=device, dtype=dtype)
+    calls = max(1, 480 // chain)
+    out: dict[str, Any] = {"m": settings.host_m, "chain": chain, "per_op_us": {}, "graph_call_us": {}}
+    for side in ("torch", "theodolite"):
+        loops: dict[int, float] = {}
+        for n in (1, chain):
+            model = torch.nn.Sequential(*(torch.nn.Linear(hidden, hidden, bias=False, device="meta")
+                                          for _ in range(n)))  # fmt: skip
+            for lin, w in zip(model, weights, strict=False):
+                lin.weight = torch.nn.Parameter(w, requires_grad=False)
+            if side == "theodolite":
+                patch(model)
+            compiled = torch.compile(model, fullgraph=True, dynamic=False)
+            with torch.no_grad():
+                for _ in range(3):
+                    compiled(x)  # compile, then warm
+                _sync()
+                loops[n] = min(_host_loop(partial(compiled, x), calls) for _ in range(3))
+        out["per_op_us"][side] = (loops[chain] - loops[1]) / (chain - 1)
+        out["graph_call_us"][side] = loops[1] - out["per_op_us"][side]
+    return out
+
+
 def run(settings: Settings, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Every measurement of the module docstring as one JSON-ready dictionary.  Without a GPU (the CPU smoke test,
     TRITON_INTERPRET=1, fp32) only eager and compile run: CUDA graphs, the host timings and the trace need one."""
@@ -337,6 +378,8 @@ def run(settings: Settings, progress: Callable[[str], None] = print) -> dict[str
     torch.manual_seed(0)
     weights = _weights(settings, device, dtype)
     rows: list[Row] = []
+    phase_s: dict[str, float] = {}
+    t0 = time.perf_counter()
     with torch.no_grad():
         for m in settings.ms:
             x = torch.randn(m, settings.hidden, device=device, dtype=dtype)
@@ -359,14 +402,17 @@ def run(settings: Settings, progress: Callable[[str], None] = print) -> dict[str
             rows.append(Row(m, e["torch"], e["theodolite"], g["torch"], g["theodolite"], max_rel_err=err))
             progress(f"M={m}: eager {e['torch']:.3f} / {e['theodolite']:.3f} ms, graph {g['torch']:.3f} / "
                      f"{g['theodolite']:.3f} ms, max rel err {err:.2e}")  # fmt: skip
+    phase_s["eager_and_graph"] = time.perf_counter() - t0
     compiled: dict[str, Any] | None = None
     errors: dict[str, str] = {}
     if settings.compile:
+        t0 = time.perf_counter()
         try:
             compiled = _compile_rows(settings, weights, device)
         except Exception as error:  # noqa: BLE001 - a graph break (fullgraph) or compile failure is a result too
             errors["compile"] = f"{type(error).__name__}: {error}"[:2000]
             progress(f"torch.compile failed: {errors['compile'][:300]}")
+        phase_s["compile"] = time.perf_counter() - t0
     if compiled is not None:
         for row in rows:
             times = compiled["ms"].get(row.m)
@@ -398,16 +444,32 @@ def run(settings: Settings, progress: Callable[[str], None] = print) -> dict[str
     if cuda:
         parts: dict[str, Callable[[], Any]] = {
             "host_us_per_call": lambda: {"m": settings.host_m, **host_per_call(settings, device, dtype)},
+            "compiled_host_us": lambda: compiled_host_us(settings, device, dtype),
             "host_profile_theodolite": lambda: host_profile(settings, device, dtype),
             "trace": lambda: trace_pass(settings, weights, device),
         }
+        if settings.kernels:
+            parts["kernels"] = lambda: _kernel_rows(settings, weights, progress)
         for key, part in parts.items():
+            t0 = time.perf_counter()
             try:
                 result[key] = part()
             except Exception as error:  # noqa: BLE001 - keep the timings already taken
                 errors[key] = f"{type(error).__name__}: {error}"[:2000]
+            phase_s[key] = time.perf_counter() - t0
     result["errors"] = errors
+    result["phase_s"] = phase_s
     return result
+
+
+def _kernel_rows(settings: Settings, weights: list[list[Tensor]], progress: Callable[[str], None]) -> list[Any]:
+    from theodolite import bench_kernels
+
+    with torch.no_grad():
+        return bench_kernels.projection_times(
+            weights[: settings.kernel_layers], settings.projections, settings.ms, top=settings.candidate_top,
+            budget_s=settings.kernel_budget_s, progress=progress,
+        )  # fmt: skip
 
 
 def _triton_version() -> str:
@@ -460,6 +522,16 @@ def table(result: dict[str, Any]) -> str:
     if host:
         lines.append(f"host us per call at M={host['m']}:")
         lines.extend(f"  {k:<30} {v:6.1f}" for k, v in host.items() if k != "m")
+    comp = result.get("compiled_host_us")
+    if comp:
+        per_op = ", ".join(f"{k} {v:.1f}" for k, v in comp["per_op_us"].items())
+        lines.append(f"host us per projection inside a compiled graph at M={comp['m']}: {per_op}")
+    if result.get("kernels"):
+        from theodolite import bench_kernels
+
+        lines.append(bench_kernels.table(result["kernels"]))
+    if result.get("phase_s"):
+        lines.append("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in result["phase_s"].items()))
     return "\n".join(lines)
 
 

@@ -1,7 +1,7 @@
 """theodolite's GEMMs as PyTorch operators: ``theodolite::linear`` and ``theodolite::mm``.
 
-Registered with ``torch.library.custom_op`` so ``torch.compile`` treats them as opaque calls (a fake
-implementation gives shapes without specializing on them) and autograd differentiates them through the same
+Registered on a ``torch.library.Library`` with fake implementations, so ``torch.compile`` treats them as opaque calls
+(shapes without specializing on them), and with an autograd kernel that differentiates them through the same
 kernels: for ``y = x @ W.T + b``, ``dX = dY @ W`` (layout nn), ``dW = dY.T @ X`` (layout tn, a transposed view),
 ``db = dY.sum(0)``.
 
@@ -194,15 +194,34 @@ def clear_caches() -> None:
 # ---------------------------------------------------------------------------------------------
 # the operators
 # ---------------------------------------------------------------------------------------------
+#
+# Defined on a torch.library.Library rather than with torch.library.custom_op: custom_op wraps the kernel in
+# Python layers that a compiled graph pays on every call (an autograd kernel that redispatches from Python, a
+# backend wrapper that checks output aliasing, a dynamo-disable context around the function), several times the
+# host time of the kernel launch itself.  Here the dispatcher calls one Python function per call: the autograd
+# kernel below, which runs the cached runner directly when nothing between it and the CPU/CUDA kernel needs the
+# dispatcher, and otherwise (a gradient to record, fake or functional tensors, a dispatch mode, a negative or
+# conjugate view) does what custom_op's would.
+
+_LIB = torch.library.Library("theodolite", "DEF")
+_LIB.define("linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor")
+_LIB.define("mm(Tensor a, Tensor b) -> Tensor")
+
+linear_op = torch.ops.theodolite.linear.default
+"""``x @ weight.T + bias`` as ``F.linear``: x ``[..., K]``, weight ``[N, K]``, bias ``[N]`` or None."""
+mm_op = torch.ops.theodolite.mm.default
+"""``a @ b`` for 2-D a ``[M, K]`` and b ``[K, N]`` of any strides (one unit-stride dimension avoids a copy)."""
 
 
-@torch.library.custom_op("theodolite::linear", mutates_args=())
-def linear_op(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """``x @ weight.T + bias`` as ``F.linear``: x ``[..., K]``, weight ``[N, K]``, bias ``[N]`` or None."""
+def _linear_kernel(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     return _cached(_LINEAR, _linear_runner, x, weight, bias)
 
 
-@linear_op.register_fake
+def _mm_kernel(a: Tensor, b: Tensor) -> Tensor:
+    return _cached(_MM, _mm_runner, a, b, None)
+
+
+@torch.library.register_fake("theodolite::linear", lib=_LIB)
 def _linear_fake(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     torch._check(weight.dim() == 2, lambda: f"theodolite::linear: weight must be 2-D, got {weight.dim()}-D")
     torch._check(x.dim() >= 1, lambda: "theodolite::linear: x must have at least one dimension")
@@ -213,13 +232,7 @@ def _linear_fake(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
-@torch.library.custom_op("theodolite::mm", mutates_args=())
-def mm_op(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b`` for 2-D a ``[M, K]`` and b ``[K, N]`` of any strides (one unit-stride dimension avoids a copy)."""
-    return _cached(_MM, _mm_runner, a, b, None)
-
-
-@mm_op.register_fake
+@torch.library.register_fake("theodolite::mm", lib=_LIB)
 def _mm_fake(a: Tensor, b: Tensor) -> Tensor:
     torch._check(a.dim() == 2 and b.dim() == 2, lambda: "theodolite::mm: a and b must be 2-D")
     torch._check(a.shape[1] == b.shape[0], lambda: f"theodolite::mm: inner sizes differ ({a.shape[1]}, {b.shape[0]})")
@@ -236,11 +249,11 @@ def _linear_backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | No
     x, weight = ctx.saved_tensors
     g2 = grad.reshape(-1, grad.shape[-1])
     grad_x = grad_w = grad_b = None
-    if ctx.needs_input_grad[0]:
+    if ctx.needs_input_grad[-3]:
         grad_x = mm_op(g2, weight).reshape(x.shape)  # dY [M, N] @ W [N, K]: layout nn
-    if ctx.needs_input_grad[1]:
+    if ctx.needs_input_grad[-2]:
         grad_w = mm_op(g2.t(), x.reshape(-1, x.shape[-1]))  # dY.T [N, M] (a view) @ X [M, K]: layout tn
-    if ctx.has_bias and ctx.needs_input_grad[2]:
+    if ctx.has_bias and ctx.needs_input_grad[-1]:
         grad_b = g2.sum(0)
     return grad_x, grad_w, grad_b
 
@@ -251,13 +264,104 @@ def _mm_setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
 
 def _mm_backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
     a, b = ctx.saved_tensors
-    grad_a = mm_op(grad, b.t()) if ctx.needs_input_grad[0] else None
-    grad_b = mm_op(a.t(), grad) if ctx.needs_input_grad[1] else None
+    grad_a = mm_op(grad, b.t()) if ctx.needs_input_grad[-2] else None
+    grad_b = mm_op(a.t(), grad) if ctx.needs_input_grad[-1] else None
     return grad_a, grad_b
 
 
-linear_op.register_autograd(_linear_backward, setup_context=_linear_setup)
-mm_op.register_autograd(_mm_backward, setup_context=_mm_setup)
+def _any_requires_grad_py(*tensors: Tensor | None) -> bool:
+    return any(t is not None and t.requires_grad for t in tensors)
+
+
+_any_requires_grad: Callable[..., bool] = getattr(torch._C, "_any_requires_grad", _any_requires_grad_py)
+_BELOW_AUTOGRAD = torch._C._after_autograd_keyset
+_VIEW_TRACKING = torch._C.DispatchKey.ADInplaceOrView  # a fallthrough for a functional operator
+_BACKENDS = (torch._C.DispatchKey.CPU, torch._C.DispatchKey.CUDA)
+
+
+_ROUTES: dict[int, tuple[torch._C.DispatchKeySet, bool]] = {}
+
+
+def _route(keyset: torch._C.DispatchKeySet) -> tuple[torch._C.DispatchKeySet, bool]:
+    """The keys below autograd, and whether the dispatcher's next stop would be the CPU/CUDA kernel itself (no
+    Python key: fake or subclass tensors, a dispatch mode; no functionalization; no negative or conjugate view to
+    materialize first).  Cached per key set: the check costs microseconds in pybind calls, a lookup does not."""
+    raw = keyset.raw_repr()
+    found = _ROUTES.get(raw)
+    if found is None:
+        below = keyset & _BELOW_AUTOGRAD
+        found = _ROUTES[raw] = (below, below.remove(_VIEW_TRACKING).highestPriorityTypeId() in _BACKENDS)
+    return found
+
+
+def _redispatch(op: Any, below: torch._C.DispatchKeySet, *args: Any) -> Tensor:
+    with torch._C._AutoDispatchBelowAutograd():
+        return op.redispatch(below, *args)  # type: ignore[no-any-return]
+
+
+class _LinearOpFunction(torch.autograd.Function):
+    """The operator's autograd where a gradient is recorded (eager or traced by AOTAutograd)."""
+
+    @staticmethod
+    def forward(ctx: Any, below: torch._C.DispatchKeySet, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        out = _redispatch(linear_op, below, x, weight, bias)
+        _linear_setup(ctx, (x, weight, bias), out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[None, Tensor | None, Tensor | None, Tensor | None]:
+        return (None, *_linear_backward(ctx, grad))
+
+
+class _MmOpFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, below: torch._C.DispatchKeySet, a: Tensor, b: Tensor) -> Tensor:
+        out = _redispatch(mm_op, below, a, b)
+        _mm_setup(ctx, (a, b), out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[None, Tensor | None, Tensor | None]:
+        return (None, *_mm_backward(ctx, grad))
+
+
+def _linear_autograd(keyset: torch._C.DispatchKeySet, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    below, direct = _route(keyset)
+    if torch.is_grad_enabled() and _any_requires_grad(x, weight, bias):
+        return _LinearOpFunction.apply(below, x, weight, bias)  # type: ignore[no-any-return]
+    if direct:
+        return _cached(_LINEAR, _linear_runner, x, weight, bias)
+    return _redispatch(linear_op, below, x, weight, bias)
+
+
+def _mm_autograd(keyset: torch._C.DispatchKeySet, a: Tensor, b: Tensor) -> Tensor:
+    below, direct = _route(keyset)
+    if torch.is_grad_enabled() and _any_requires_grad(a, b):
+        return _MmOpFunction.apply(below, a, b)  # type: ignore[no-any-return]
+    if direct:
+        return _cached(_MM, _mm_runner, a, b, None)
+    return _redispatch(mm_op, below, a, b)
+
+
+def _no_dynamo(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as a dispatcher kernel that dynamo leaves alone, it and all it calls, when the dispatcher runs it under
+    a compiling frame (an eager call at a graph break), as custom_op's ``torch._disable_dynamo`` wrapper does, but
+    at no cost per call: a flag on the code object (torch's own ``skip_code``, made recursive).  Where that private
+    hook is missing, the public ``torch.compiler.disable`` wrapper (a context switch per call) instead."""
+    try:
+        from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_code_exec_strategy
+
+        set_code_exec_strategy(fn.__code__, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP))
+    except (ImportError, AttributeError, TypeError):
+        return torch.compiler.disable(fn)
+    return fn
+
+
+# the backend kernels on every device: CPU and CUDA run the bundled kernels, any other device falls back to torch's
+_LIB.impl("linear", _no_dynamo(_linear_kernel), "CompositeExplicitAutograd")
+_LIB.impl("mm", _no_dynamo(_mm_kernel), "CompositeExplicitAutograd")
+_LIB.impl("linear", _no_dynamo(_linear_autograd), "Autograd", with_keyset=True)
+_LIB.impl("mm", _no_dynamo(_mm_autograd), "Autograd", with_keyset=True)
 
 
 class _EagerLinear(torch.autograd.Function):

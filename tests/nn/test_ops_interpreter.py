@@ -170,3 +170,82 @@ def test_mismatched_inputs_get_torchs_error_not_a_triton_trace() -> None:
         ops.linear(torch.randn(4, 8), torch.randn(6, 9))
     with pytest.raises(RuntimeError, match="dtype|type"):
         ops.linear(torch.randn(4, 8), torch.randn(6, 8, dtype=torch.float16))
+
+
+def _torch_frames(fn: object) -> list[str]:
+    """The Python functions of torch's own package that run during ``fn()`` (file:function)."""
+    import sys
+
+    root = os.path.dirname(torch.__file__)
+    seen: list[str] = []
+
+    def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            seen.append(f"{os.path.relpath(frame.f_code.co_filename, root)}:{frame.f_code.co_name}")
+
+    sys.setprofile(tracer)
+    try:
+        fn()  # type: ignore[operator]
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_operator_calls_the_runner_with_no_python_layer_of_torch_between(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a compiled graph pays per call: the dispatcher calls the autograd kernel, which calls the cached runner
+    (no custom_op autograd wrapper, Python redispatch, aliasing check or dynamo-disable context in between)."""
+    calls = []
+
+    def runner_stub(cache, make, a, b, bias):  # type: ignore[no-untyped-def]
+        calls.append((a.shape, b.shape))
+        return torch.empty(a.shape[0], b.shape[0] if cache is ops._LINEAR else b.shape[1])
+
+    monkeypatch.setattr(ops, "_cached", runner_stub)
+    x, w, a, b = torch.randn(8, 32), torch.randn(16, 32), torch.randn(8, 32), torch.randn(32, 16)
+    frames = _torch_frames(lambda: (ops.linear_op(x, w, None), ops.mm_op(a, b)))
+    assert calls == [((8, 32), (16, 32)), ((8, 32), (32, 16))]
+    assert set(frames) <= {"_ops.py:__call__"}, frames
+    with torch.no_grad():  # a weight that requires grad, grad mode off: the same direct call
+        frames = _torch_frames(lambda: ops.linear_op(x, w.requires_grad_(), None))
+    assert len(calls) == 3 and set(frames) <= {"_ops.py:__call__"}, frames
+
+
+def test_operator_redispatches_where_the_dispatcher_is_needed() -> None:
+    """A negative view (its sign lives in a dispatch key) and fake tensors take the dispatcher's way, not the
+    direct call: the value is right and a fake tensor gets a fake result."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x, w = torch.randn(8, 32), torch.randn(16, 32)
+    neg = torch._neg_view(x)
+    close(ops.linear_op(neg, w, None), F.linear(-x, w), torch.float32)
+    close(ops.mm_op(neg, w.t()), -x @ w.t(), torch.float32)
+    with FakeTensorMode() as mode:
+        fx, fw = mode.from_tensor(x), mode.from_tensor(w)
+        out = ops.linear_op(fx, fw, None)
+    assert type(out).__name__ == "FakeTensor" and out.shape == (8, 16)
+
+
+def test_an_eager_call_under_a_compiling_frame_is_not_traced() -> None:
+    """At a graph break the dispatcher runs the kernels under dynamo's frame hook: dynamo must leave them (and the
+    profile loading and launch code they call) alone, as custom_op's dynamo-disable wrapper did."""
+    from torch._dynamo.decorators import skip
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    w = torch.randn(16, 32)
+
+    @skip
+    def eager_part(x: torch.Tensor) -> torch.Tensor:
+        return ops.linear_op(x, w, None)  # type: ignore[no-any-return]
+
+    counter = CompileCounter()
+
+    @torch.compile(backend=counter)
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return eager_part(x * 2) + 1
+
+    x = torch.randn(8, 32)
+    with torch.no_grad():
+        for _ in range(2):
+            close(f(x), F.linear(2 * x, w) + 1, torch.float32)
+    assert counter.frame_count == 2  # the two halves of f around the break, nothing of theodolite's

@@ -31,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile-layers", type=int, default=4, help="layers of the torch.compile stack")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--host-m", type=int, default=8, help="M of the host-time and profiler measurements")
+    parser.add_argument("--no-kernels", action="store_true", help="skip the per-projection kernel times")
+    parser.add_argument(
+        "--candidates", type=int, default=4, help="configs timed per projection at M 32..512 (pick+next)"
+    )
+    parser.add_argument("--kernel-budget-s", type=float, default=120.0, help="stop timing candidates after this")
     parser.add_argument("--trace", help="write chrome traces of one eager pass at --host-m (PATH-torch/-theodolite)")
     parser.add_argument("--hidden", type=int, default=4096, help=argparse.SUPPRESS)  # the CPU smoke test's small
     parser.add_argument("--ffn", type=int, default=14336, help=argparse.SUPPRESS)  # decoder; the GPU run keeps
@@ -40,8 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from theodolite import bench_linear
 
-    if args.layers < 1 or args.repeats < 1 or args.compile_layers < 1:
-        raise TheodoliteError("--layers, --repeats and --compile-layers must be positive")
+    if args.layers < 1 or args.repeats < 1 or args.compile_layers < 1 or args.candidates < 1:
+        raise TheodoliteError("--layers, --repeats, --compile-layers and --candidates must be positive")
     settings = bench_linear.Settings(
         layers=args.layers,
         ms=args.ms or bench_linear.MS,
@@ -53,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
         hidden=args.hidden,
         ffn=args.ffn,
         kv=args.kv,
+        kernels=not args.no_kernels,
+        candidate_top=args.candidates,
+        kernel_budget_s=args.kernel_budget_s,
     )
     result = bench_linear.run(settings)
     if args.out:
