@@ -151,7 +151,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
     sweeps = np.empty((SATURATION_SWEEPS, len(counts)))
     for sweep in range(SATURATION_SWEEPS):
         for index, count in enumerate(counts):
-            size = min(nbytes, max(64 << 20, int(nbytes * count / ctx.sm_count)))
+            size = min(nbytes, max(64 << 20, int(SWEEP_BYTES * count / ctx.sm_count)))
             seconds, moved = streamers[count].read_seconds(src, size, launches=1)
             sweeps[sweep, index] = moved / seconds
     result.curves["hbm_read_bandwidth_vs_sms"] = sms_curve(np.array(counts, dtype=float), sweeps)
@@ -186,6 +186,11 @@ def run(ctx: ProbeContext) -> ProbeResult:
 # quick values implies), which moved the old interpolated 90% crossing by ~3% (up to 11% on a quick run's six
 # points); the fit of the median of 7 sweeps moves by ~0.7% at that noise (tests/probes/test_saturation_fit.py).
 # A sweep of 13 points takes a few milliseconds.
+# bytes one sweep point reads at all SMs, scaled down with the SM count: the same in quick and full runs (a quick run's
+# smaller buffer caps only the points above half the SMs), so both read the same curve.  Scaling with the buffer made
+# each low-SM point of a quick run half as long, and its 90% point 7-8% higher (57 against 53 SMs on each of two
+# H100s, fleet/node_bar.py)
+SWEEP_BYTES = 2 << 30
 SATURATION_SWEEPS = 7
 SATURATION_FRACTION = 0.9
 
