@@ -41,6 +41,7 @@ class Variant:
     names: tuple[str, ...]
     objective: Objective = LEVEL
     choose_weight: bool = False
+    with_probes: bool = False  # the probes' timings join the fit's data (never held out)
 
 
 def variants() -> dict[str, Variant]:
@@ -57,6 +58,9 @@ def variants() -> dict[str, Variant]:
         "regret4+prior": Variant(fitted, Objective(regret=4.0, prior=DEFAULTS), True),
         "level-2": Variant(few),
         "regret+prior-2": Variant(few, regret, True),
+        "joint": Variant(fitted, LEVEL, False, True),
+        "joint+prior": Variant(fitted, prior, True, True),
+        "joint+regret+prior": Variant(fitted, regret, True, True),
     }
 
 
@@ -79,17 +83,19 @@ def sweep_timings(path: Path) -> list[Timing]:
 
 
 def run_variant(profile: Profile, timings: Sequence[Timing], base: dict[str, float], variant: Variant, folds: int,
-                sweep: Sequence[Timing]) -> dict[str, object]:  # fmt: skip
+                sweep: Sequence[Timing], probed: Sequence[Timing]) -> dict[str, object]:  # fmt: skip
     start = time.perf_counter()
-    cv = cross_validate(profile, timings, variant.names, base, variant.objective, variant.choose_weight, folds)
+    extra = probed if variant.with_probes else ()
+    cv = cross_validate(profile, timings, variant.names, base, variant.objective, variant.choose_weight, folds,
+                        extra=extra)  # fmt: skip
     values = dict(base)
     chosen = None
     if variant.names:
         if variant.choose_weight:
-            result, choice = fit_regularised(profile, timings, variant.names, base, variant.objective)
+            result, choice = fit_regularised(profile, timings, variant.names, base, variant.objective, extra=extra)
             chosen = choice.weight
         else:
-            result = fit(profile, timings, variant.names, base, bootstrap=0, objective=variant.objective)
+            result = fit(profile, [*timings, *extra], variant.names, base, bootstrap=0, objective=variant.objective)
         values.update(result.values)
     out: dict[str, object] = {"cv": cv, "prior_weight": chosen, "values": {n: values[n] for n in variant.names}}
     out["in_sample"] = selection_scores(profile, timings, values)
@@ -99,7 +105,7 @@ def run_variant(profile: Profile, timings: Sequence[Timing], base: dict[str, flo
     return out
 
 
-def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) -> int:
+def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = lambda text: print(text, flush=True)) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profiles", nargs="+", default=[str(p) for p in PROFILES])
     parser.add_argument("--sweep", default=str(SWEEP), help="validate results of an exhaustive sweep ('' for none)")
@@ -119,12 +125,14 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) 
     for path in args.profiles:
         measured = load_profile(path)
         profile = stripped(measured)
-        timings = stored_timings(measured).get("calibration", [])
+        stored = stored_timings(measured)
+        timings = stored.get("calibration", [])
+        probed = [t for source, rows in stored.items() if source != "calibration" for t in rows]
         base = {name: measured.value(name) for name in probe_parameters()}
         sweep = sweep_all if measured.device_name == sweep_device else []
         per: dict[str, object] = {}
         for name in chosen:
-            per[name] = result = run_variant(profile, timings, base, table[name], args.folds, sweep)
+            per[name] = result = run_variant(profile, timings, base, table[name], args.folds, sweep, probed)
             cv = result["cv"]
             sw = result.get("sweep") or {}
             line = (f"{measured.device_name[:12]:12s} {name:16s} cv geo {cv['geomean']:.3f} p5 {cv['p5']:.3f} "

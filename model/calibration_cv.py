@@ -18,7 +18,7 @@ from theodolite.model.calibration_fit import LEVEL, FitResult, Objective, Predic
 
 from theodolite.profile.schema import Profile
 
-PRIOR_WEIGHTS = (0.0, 0.5, 2.0, 8.0, 32.0, 128.0)  # the grid the inner cross-validation picks the prior weight from
+PRIOR_WEIGHTS = (0.0, 1.0, 8.0, 64.0)  # the grid the inner cross-validation picks the prior weight from
 INNER_FOLDS = 3
 OUTER_FOLDS = 5
 
@@ -60,9 +60,11 @@ def choose_prior_weight(
     folds: int = INNER_FOLDS,
     seed: int = 0,
     max_nfev: int = 30,
+    extra: Sequence[Timing] = (),
 ) -> Choice:
     """The prior weight of least held-out loss over ``folds`` shape folds of ``timings`` (ties: the larger weight,
-    the simpler model); a set too small to fold keeps the largest weight (the defaults)."""
+    the simpler model); a set too small to fold keeps the largest weight (the defaults).  ``extra`` timings (the
+    probes') join every training fold and are never held out."""
     try:
         groups = shape_folds(timings, folds, seed)
     except ValueError:
@@ -71,7 +73,7 @@ def choose_prior_weight(
     for weight in weights:
         total = 0.0
         for held in groups:
-            train = [t for t in timings if t.shape not in held]
+            train = [t for t in timings if t.shape not in held] + list(extra)
             test = [t for t in timings if t.shape in held]
             result = fit(profile, train, names, base, bootstrap=0, max_nfev=max_nfev,
                          objective=objective.with_prior_weight(weight))  # fmt: skip
@@ -91,10 +93,12 @@ def fit_regularised(
     seed: int = 0,
     max_nfev: int = 60,
     weights: Sequence[float] = PRIOR_WEIGHTS,
+    extra: Sequence[Timing] = (),
 ) -> tuple[FitResult, Choice]:
-    """``fit`` under ``objective`` with its prior weight chosen by cross-validation on ``timings`` themselves."""
-    choice = choose_prior_weight(profile, timings, names, base, objective, weights, seed=seed)
-    result = fit(profile, timings, names, base, "level", bootstrap, seed, max_nfev,
+    """``fit`` under ``objective`` on ``timings`` and ``extra``, its prior weight chosen by cross-validation on
+    ``timings`` (``extra`` in every training fold)."""
+    choice = choose_prior_weight(profile, timings, names, base, objective, weights, seed=seed, extra=extra)
+    result = fit(profile, [*timings, *extra], names, base, "level", bootstrap, seed, max_nfev,
                  objective=objective.with_prior_weight(choice.weight))  # fmt: skip
     return result, choice
 
@@ -120,20 +124,22 @@ def cross_validate(
     folds: int = OUTER_FOLDS,
     seed: int = 0,
     max_nfev: int = 60,
+    extra: Sequence[Timing] = (),
 ) -> dict[str, float]:
     """Fit on all shape folds but one, predict the one left out, for each fold; ``selection_scores`` over the pooled
     held-out predictions (every shape scored once, by a fit that never saw it).  ``choose_weight``: each fold's fit
     picks its prior weight by its own inner cross-validation, as calibrate does; else the objective's weight.
-    With no names, the scores of ``base`` itself (nothing fitted)."""
+    ``extra`` timings join every training set.  With no names, the scores of ``base`` itself (nothing fitted)."""
     predicted: dict[int, float] = {}
     picked: list[float] = []
     for held in shape_folds(timings, folds, seed):
-        train = [t for t in timings if t.shape not in held]
+        train = [t for t in timings if t.shape not in held] + list(extra)
         rows = [i for i, t in enumerate(timings) if t.shape in held]
         values = dict(base)
         if names:
             if choose_weight:
-                result, choice = fit_regularised(profile, train, names, base, objective, seed=seed, max_nfev=max_nfev)
+                result, choice = fit_regularised(profile, train[: len(train) - len(extra)], names, base, objective,
+                                                 seed=seed, max_nfev=max_nfev, extra=extra)  # fmt: skip
                 picked.append(choice.weight)
             else:
                 result = fit(profile, train, names, base, bootstrap=0, max_nfev=max_nfev, objective=objective)
