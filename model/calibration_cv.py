@@ -18,7 +18,7 @@ from theodolite.model.calibration_fit import LEVEL, FitResult, Objective, Predic
 
 from theodolite.profile.schema import Profile
 
-PRIOR_WEIGHTS = (0.0, 1.0, 8.0, 64.0)  # the grid the inner cross-validation picks the prior weight from
+PRIOR_WEIGHTS = (0.0, 1.0, 8.0, 64.0, 512.0)  # the grid the inner cross-validation picks the prior weight from
 INNER_FOLDS = 3
 OUTER_FOLDS = 5
 
