@@ -5,7 +5,9 @@
 2. calibration set (``model.calibration_shapes``, seeded, disjoint from the report suites): per shape the model's
    fastest candidates and the best of each variant are timed side by side, within a time budget;
 3. fit (``model.calibration_fit``): the parameters no probe isolates, by least squares of log(predicted /
-   measured) over those timings, with a bootstrap spread and a hold-out score (method "calibration-fit").
+   measured) over those timings plus a log-normal prior toward the structural defaults whose weight shape-fold
+   cross-validation picks (``model.calibration_cv``: a parameter the timings do not determine stays at its
+   default), with a bootstrap spread and a cross-validated score (method "calibration-fit").
 
 Every timing is stored in the profile (curve ``model_calibration_timings``) so the fit can be redone on a CPU.
 The GPU is reached through one injected callable, ``time_shape(m, n, k, layout, keys) -> {key: seconds}``, so all
@@ -275,10 +277,12 @@ def _measurement(name: str, result: FitResult, method: str, settings: dict[str, 
     value = result.values[name]
     spread = result.spread.get(name, math.nan)
     samples = result.samples.get(name) or [value]
-    from theodolite.model.calibration_fit import BOUNDS
+    from theodolite.model.calibration_fit import BOUNDS, prior_center
 
     low, high = BOUNDS[name]
     at_bound = value <= low * 1.01 or value >= high * 0.99
+    if method == METHOD_FIT and settings.get("prior_weight", 0.0) > 0:  # held at its prior (a default on a bound)
+        at_bound = at_bound and not math.isclose(value, prior_center(name, {name: settings["prior"]}), rel_tol=0.01)
     cv = spread / value if value and math.isfinite(spread) else math.nan
     return Measurement(
         name=name, value=value, unit=METRICS[name].unit, method=method, samples=np.array(samples),
