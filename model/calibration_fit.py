@@ -148,6 +148,58 @@ def residuals(
     raise ValueError(f"unknown residual mode {mode!r} (level or slope)")
 
 
+@dataclass(frozen=True)
+class Objective:
+    """What a level fit minimises beyond log(predicted / measured) of every timing.
+
+    ``regret``: weight of each shape's smooth selection regret, sum_i softmin_i(log predicted / ``temperature``) x
+    log(measured_i / fastest measured): zero when the model ranks the measured best far ahead, so a fit that trades a
+    little absolute accuracy for the right order of the near-best configs scores better (the level term keeps
+    predicted / measured calibrated).  ``prior_weight``: each fitted parameter's log distance from ``prior`` (the
+    structural defaults) enters as sqrt(weight) x log(value / prior), a log-normal prior, so a parameter the timings
+    do not determine stays near its default instead of running to a bound."""
+
+    regret: float = 0.0
+    temperature: float = 0.05
+    prior_weight: float = 0.0
+    prior: Mapping[str, float] = field(default_factory=dict)
+
+    def with_prior_weight(self, weight: float) -> Objective:
+        return Objective(self.regret, self.temperature, weight, self.prior)
+
+
+LEVEL = Objective()
+
+
+def shape_regret(log_predicted: np.ndarray, log_measured: np.ndarray, temperature: float) -> float:
+    """Expected log(measured / fastest measured) of a pick drawn softmin(log predicted / temperature): the smooth
+    surrogate of picking the predicted fastest (0: the measured best predicted fastest by a wide margin)."""
+    z = -(log_predicted - log_predicted.min()) / temperature
+    weights = np.exp(z)
+    weights /= weights.sum()
+    return float(np.sum(weights * (log_measured - log_measured.min())))
+
+
+def data_residuals(
+    predicted: np.ndarray, measured: np.ndarray, groups: Sequence[np.ndarray], objective: Objective
+) -> np.ndarray:
+    """The level residuals of every timing of ``groups`` (a shape's timing indices each, repeats allowed: a
+    bootstrap draw), then sqrt(regret weight) x each shape's regret."""
+    logs = np.log(np.maximum(predicted, 1e-12) / measured)
+    parts = [logs[g] for g in groups]
+    if objective.regret > 0:
+        lp, lm = np.log(np.maximum(predicted, 1e-12)), np.log(measured)
+        scale, temperature = math.sqrt(objective.regret), objective.temperature
+        parts.append(np.array([scale * shape_regret(lp[g], lm[g], temperature) for g in groups if len(g) > 1]))
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def prior_center(name: str, prior: Mapping[str, float]) -> float:
+    """The prior's value of a parameter inside its bounds (a default of 0, no term, is the lower bound)."""
+    low, high = BOUNDS[name]
+    return min(max(prior[name], low), high)
+
+
 def _solve(
     predictor: Predictor,
     names: Sequence[str],
@@ -157,8 +209,11 @@ def _solve(
     mode: str,
     pairs: Sequence[tuple[int, int]],
     max_nfev: int,
+    objective: Objective = LEVEL,
+    groups: Sequence[np.ndarray] | None = None,
 ) -> tuple[dict[str, float], float]:
-    """Least squares in log-parameter space over the timings ``rows`` (slope mode: the pairs inside them)."""
+    """Least squares in log-parameter space over the timings ``rows`` (slope mode: the pairs inside them; level mode
+    with ``groups``: those shapes' timings, with the objective's regret and prior terms)."""
     from scipy.optimize import least_squares
 
     lower = np.log([BOUNDS[name][0] for name in names])
@@ -166,18 +221,32 @@ def _solve(
     x0 = np.clip(np.log([max(start[name], 1e-300) for name in names]), lower + 1e-9, upper - 1e-9)
     keep = set(int(i) for i in rows)
     chosen = [p for p in pairs if p[0] in keep and p[1] in keep]
+    prior_names = [name for name in names if name in objective.prior] if objective.prior_weight > 0 else []
+    center = np.log([prior_center(name, objective.prior) for name in prior_names])
+    prior_at = np.array([list(names).index(name) for name in prior_names], dtype=int)
 
-    def function(x: np.ndarray) -> np.ndarray:
+    def data(x: np.ndarray) -> np.ndarray:
         values = {**base, **{name: float(math.exp(v)) for name, v in zip(names, x, strict=True)}}
         predicted = predictor(values)
         if mode == "slope":
             return residuals(predicted, predictor.measured, mode, chosen)
+        if groups is not None:
+            return data_residuals(predicted, predictor.measured, groups, objective)
         return residuals(predicted[rows], predictor.measured[rows], mode)
+
+    def function(x: np.ndarray) -> np.ndarray:
+        if not prior_names:
+            return data(x)
+        return np.concatenate([data(x), math.sqrt(objective.prior_weight) * (x[prior_at] - center)])
 
     solution = least_squares(function, x0, bounds=(lower, upper), method="trf", x_scale=1.0, diff_step=1e-3,
                              max_nfev=max_nfev, loss="soft_l1", f_scale=0.3)  # fmt: skip
     values = {name: float(math.exp(v)) for name, v in zip(names, solution.x, strict=True)}
-    final = function(solution.x)
+    final = (
+        data(solution.x)
+        if groups is None
+        else data_residuals(predictor({**base, **values}), predictor.measured, groups, LEVEL)
+    )  # the level residuals alone
     return values, float(np.sqrt(np.mean(final**2))) if final.size else math.nan
 
 
@@ -191,22 +260,28 @@ def fit(
     seed: int = 0,
     max_nfev: int = 60,
     by_timing: bool = False,
+    objective: Objective = LEVEL,
+    predictor: Predictor | None = None,
 ) -> FitResult:
     """Fit ``names`` to the timings (others at ``base``, else the profile's/defaults); bootstrap over groups.
 
     Groups are shapes (level; ``by_timing``: single timings, for a probe of few shapes) or K pairs (slope): a
-    resample draws them with replacement, so the spread says how much the value depends on which were timed."""
+    resample draws them with replacement, so the spread says how much the value depends on which were timed.
+    ``objective`` (level mode by shape): the regret and prior terms beyond the level residuals."""
     base = dict(base or {})
     with overrides(base):
         current = hardware_module.current_parameters(profile)
     start = {name: current[name] if current[name] > 0 else math.sqrt(BOUNDS[name][0] * BOUNDS[name][1])
              for name in names}  # fmt: skip
-    predictor = Predictor(profile, timings)
+    predictor = predictor if predictor is not None else Predictor(profile, timings)
     pairs = slope_pairs(timings) if mode == "slope" else []
     if mode == "slope" and not pairs:
         raise ValueError("slope mode needs timings of one config on shapes that differ only in K")
     everything = np.arange(len(timings))
-    values, rms = _solve(predictor, names, base, start, everything, mode, pairs, max_nfev)
+    shaped = mode == "level" and not by_timing
+    shape_groups = [np.array(g, dtype=int) for g in predictor.by_shape.values()]
+    values, rms = _solve(predictor, names, base, start, everything, mode, pairs, max_nfev, objective,
+                         shape_groups if shaped else None)  # fmt: skip
     if mode == "slope":
         groups = [list(p) for p in pairs]
     else:
@@ -218,7 +293,8 @@ def fit(
         rows = np.array(sorted({i for group in drawn for i in group}), dtype=int)
         weights = np.concatenate([np.array(group, dtype=int) for group in drawn])  # duplicates weigh double
         resample, _ = _solve(predictor, names, base, values, weights if mode == "level" else rows, mode, pairs,
-                             max(10, max_nfev // 2))  # fmt: skip
+                             max(10, max_nfev // 2), objective,
+                             [np.array(g, dtype=int) for g in drawn] if shaped else None)  # fmt: skip
         for name in names:
             samples[name].append(resample[name])
     spread = {name: float(np.std(samples[name])) if samples[name] else math.nan for name in names}

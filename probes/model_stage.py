@@ -5,13 +5,16 @@
 2. calibration set (``model.calibration_shapes``, seeded, disjoint from the report suites): per shape the model's
    fastest candidates and the best of each variant are timed side by side, within a time budget;
 3. fit (``model.calibration_fit``): the parameters no probe isolates, by least squares of log(predicted /
-   measured) over those timings, with a bootstrap spread and a hold-out score (method "calibration-fit").
+   measured) over those timings plus a log-normal prior toward the structural defaults whose weight shape-fold
+   cross-validation picks (``model.calibration_cv``: a parameter the timings do not determine stays at its
+   default), with a bootstrap spread and a cross-validated score (method "calibration-fit").
 
 Every timing is stored in the profile (curve ``model_calibration_timings``) so the fit can be redone on a CPU.
 The GPU is reached through one injected callable, ``time_shape(m, n, k, layout, keys) -> {key: seconds}``, so all
 of this runs on a CPU with a fake timer in the tests.
 
     python -m theodolite.probes.model_stage --show PROFILE     # the stored parameters, spreads, hold-out score
+    python -m theodolite.probes.model_stage --refit PROFILE [-o OUT]   # the fit redone from its stored timings
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from typing import Any
 
 import numpy as np
 from theodolite.kernels.config import GemmConfig, Problem
-from theodolite.model.calibration_fit import FitResult, Timing, fit, holdout, overrides
+from theodolite.model.calibration_cv import Choice, cross_validate, fit_regularised
+from theodolite.model.calibration_fit import FitResult, Objective, Timing, fit, overrides
 from theodolite.model.calibration_probes import FIT_PARAMETERS, Probe, probes
 from theodolite.model.calibration_shapes import DEFAULT_SEED, CalShape, calibration_shapes, check_disjoint
 from theodolite.model.hardware import MODEL_PARAMETERS
@@ -44,6 +48,13 @@ METHOD_FIT = "calibration-fit"
 PROBE_SWEEPS = 3  # Gauss-Seidel sweeps over the probes before the calibration set is planned
 PRECOMPILE_CHUNK = 8  # calibration shapes whose kernels are compiled together (in parallel) ahead of their timing
 TOP_PREDICTED = 6  # the model's fastest candidates timed per calibration shape (plus the best of each variant)
+REGRET_WEIGHT = 0.0  # the fit's selection-regret term (calibration_fit.Objective), beside the level residuals
+
+
+def fit_objective() -> Objective:
+    """The calibration fit's objective: level residuals, each shape's selection regret, and a log-normal prior
+    toward the structural defaults whose weight the fit picks by cross-validation on its own shapes."""
+    return Objective(regret=REGRET_WEIGHT, prior={name: MODEL_PARAMETERS[name][0] for name in FIT_PARAMETERS})
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,7 @@ class StageReport:
     probe_results: dict[str, FitResult] = field(default_factory=dict)  # parameter -> its probe's solve
     fit_result: FitResult | None = None
     holdout: dict[str, float] = field(default_factory=dict)
+    prior: Choice | None = None  # the prior weight the fit's cross-validation picked, with every weight's loss
     shapes_timed: int = 0
     shapes_planned: int = 0
     notes: list[str] = field(default_factory=list)
@@ -186,24 +198,56 @@ def run_stage(
 
     start = clock()
     step("model fit", 0, 1)
+    fit_all(profile, probe_list, timed, calibration, values, settings, report)
+    report.seconds["fit"] = clock() - start
+    step("model done", 1, 1)
+    return _stored(profile, report, probe_list, shapes, all_timings, settings), report
+
+
+def fit_all(
+    profile: Profile,
+    probe_list: Sequence[Probe],
+    timed: dict[str, list[Timing]],
+    calibration: Sequence[Timing],
+    values: dict[str, float],
+    settings: StageSettings,
+    report: StageReport,
+) -> None:
+    """Every parameter from the timings (``values`` updated): the probes' solves, then the calibration fit."""
+    report.shapes_timed = len({t.shape for t in calibration})
     if report.shapes_timed >= 4:
         # the fitted terms and the probed ones share every timing: a first fit, the probes solved again under it
-        # (with their bootstrap spread), then the fit with its spread and the hold-out score
+        # (with their bootstrap spread), then the regularised fit with its spread and cross-validated score
         first = fit(profile, calibration, FIT_PARAMETERS, values, "level", 0, settings.seed, max_nfev=25)
         values.update(first.values)
         solve_probes(profile, probe_list, timed, values, report, settings.resamples, settings.seed)
-        result = fit(profile, calibration, FIT_PARAMETERS, values, "level", settings.resamples, settings.seed)
-        report.fit_result = result
-        values.update(result.values)
         fixed = {k: v for k, v in values.items() if k not in FIT_PARAMETERS}
-        report.holdout = holdout(profile, calibration, FIT_PARAMETERS, fixed, settings.seed)
+        calibration_fit(profile, calibration, fixed, settings.seed, settings.resamples, report)
+        values.update(report.fit_result.values if report.fit_result is not None else {})
     else:
         solve_probes(profile, probe_list, timed, values, report, settings.resamples, settings.seed)
         report.notes.append(f"only {report.shapes_timed} calibration shapes timed: the fitted parameters keep their "
                             "defaults")  # fmt: skip
-    report.seconds["fit"] = clock() - start
-    step("model done", 1, 1)
-    return _stored(profile, report, probe_list, shapes, all_timings, settings), report
+
+
+def calibration_fit(
+    profile: Profile,
+    calibration: Sequence[Timing],
+    fixed: dict[str, float],
+    seed: int,
+    resamples: int,
+    report: StageReport,
+) -> None:
+    """The calibration-fit parameters on the calibration timings (the probed ones ``fixed``): the regularised fit
+    with its bootstrap spread, and its cross-validated score (every shape predicted by a fit that did not see it)."""
+    objective = fit_objective()
+    result, choice = fit_regularised(profile, calibration, FIT_PARAMETERS, fixed, objective, resamples, seed)
+    report.fit_result, report.prior = result, choice
+    folds = min(5, report.shapes_timed)
+    if folds >= 2:  # the folds' fits keep the chosen prior weight (an inner choice per fold would cost 12x the fits)
+        chosen = objective.with_prior_weight(choice.weight)
+        report.holdout = cross_validate(profile, calibration, FIT_PARAMETERS, fixed, chosen, False, folds, seed)
+        report.holdout["folds"] = folds
 
 
 def solve_probes(
@@ -233,10 +277,12 @@ def _measurement(name: str, result: FitResult, method: str, settings: dict[str, 
     value = result.values[name]
     spread = result.spread.get(name, math.nan)
     samples = result.samples.get(name) or [value]
-    from theodolite.model.calibration_fit import BOUNDS
+    from theodolite.model.calibration_fit import BOUNDS, prior_center
 
     low, high = BOUNDS[name]
     at_bound = value <= low * 1.01 or value >= high * 0.99
+    if method == METHOD_FIT and settings.get("prior_weight", 0.0) > 0:  # held at its prior (a default on a bound)
+        at_bound = at_bound and not math.isclose(value, prior_center(name, {name: settings["prior"]}), rel_tol=0.01)
     cv = spread / value if value and math.isfinite(spread) else math.nan
     return Measurement(
         name=name, value=value, unit=METRICS[name].unit, method=method, samples=np.array(samples),
@@ -268,7 +314,10 @@ def _stored(
             metrics[name] = _measurement(name, report.fit_result, METHOD_FIT, {
                 "seed": settings.seed, "shapes_timed": report.shapes_timed, "shape_set": _hash_shapes(shapes),
                 "fitted_together": list(FIT_PARAMETERS), "holdout": report.holdout,
-                "quick": settings.quick})  # fmt: skip
+                "quick": settings.quick, "regret_weight": REGRET_WEIGHT, "prior": MODEL_PARAMETERS[name][0],
+                "prior_weight": report.prior.weight if report.prior else 0.0,
+                "prior_weight_losses": {str(w): v for w, v in (report.prior.losses if report.prior else {}).items()},
+            })  # fmt: skip
     rows = [[source, t.m, t.n, t.k, t.layout, t.dtype, t.key] for source, t in timings]
     curves = dict(profile.curves)
     if timings:
@@ -291,6 +340,34 @@ def stored_timings(profile: Profile) -> dict[str, list[Timing]]:
     for (source, m, n, k, layout, dtype, key), seconds in zip(curve.attrs["rows"], curve.y, strict=True):
         out.setdefault(source, []).append(Timing(int(m), int(n), int(k), layout, key, float(seconds), dtype))
     return out
+
+
+def refit(profile: Profile, settings: StageSettings | None = None) -> tuple[Profile, StageReport]:
+    """The stage's solves and fit redone on a CPU from the timings a profile stored (same probes, shapes, seed): what
+    a changed fit makes of a calibration already run.  ValueError if the profile stores none."""
+    stored = stored_timings(profile)
+    curve = profile.curves.get(TIMINGS_CURVE)
+    if not stored.get("calibration") or curve is None:
+        raise ValueError(f"{profile.origin or profile.device_name}: no model calibration timings stored (curve "
+                         f"{TIMINGS_CURVE}); run python -m theodolite calibrate --model-only on its GPU")  # fmt: skip
+    attrs = curve.attrs
+    settings = settings or StageSettings(quick=bool(attrs.get("quick", False)), seed=int(attrs["seed"]))
+    bare = dataclasses.replace(
+        profile, metrics={n: m for n, m in profile.metrics.items() if not n.startswith("model_")}
+    )
+    probe_list = probes(bare, settings.quick)
+    timed = {p.name: stored[p.name] for p in probe_list if stored.get(p.name)}
+    report = StageReport()
+    values: dict[str, float] = {}
+    for _ in range(PROBE_SWEEPS):
+        solve_probes(bare, probe_list, timed, values, report, 0, settings.seed)
+    fit_all(bare, probe_list, timed, stored["calibration"], values, settings, report)
+    shapes = [CalShape(str(a), int(m), int(n), int(k), str(layout)) for a, m, n, k, layout in attrs["shapes"]]
+    report.shapes_planned = len(shapes)
+    timings = [(source, t) for source, rows in stored.items() for t in rows]
+    order = {source: i for i, source in enumerate([p.name for p in probe_list] + ["calibration"])}
+    timings.sort(key=lambda item: order.get(item[0], len(order)))
+    return _stored(bare, report, probe_list, shapes, timings, settings), report
 
 
 def gpu_time_shape(budget_ms: float = 400.0) -> TimeShape:
@@ -353,7 +430,8 @@ def show(profile: Profile) -> str:
                      f"log-rms {float(rms):.3f}  ({where}){flag}")  # fmt: skip
         holdout_score = dict(m.settings.get("holdout") or holdout_score)
     if holdout_score:
-        lines.append("hold-out (fit on half the calibration shapes, scored on the other half): "
+        lines.append(f"cross-validated ({holdout_score.pop('folds', '?')} shape folds: each shape predicted by a fit "
+                     "that did not see it): "
                      + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                                  for k, v in holdout_score.items()))  # fmt: skip
     return "\n".join(lines)
@@ -361,11 +439,22 @@ def show(profile: Profile) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m theodolite.probes.model_stage", description=__doc__.split("\n")[0])
-    parser.add_argument("--show", metavar="PROFILE", required=True, help="print a profile's model parameters")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--show", metavar="PROFILE", help="print a profile's model parameters")
+    group.add_argument(
+        "--refit", metavar="PROFILE", help="redo the stage's fit from the profile's stored timings (CPU)"
+    )
+    parser.add_argument("-o", "--output", default=None, help="with --refit: write here (default: replace PROFILE)")
     args = parser.parse_args(argv)
-    from theodolite.profile import load_profile
+    from theodolite.profile import load_profile, save_profile
 
-    print(show(load_profile(args.show)))
+    if args.show:
+        print(show(load_profile(args.show)))
+        return 0
+    updated, report = refit(load_profile(args.refit))
+    save_profile(updated, args.output or args.refit, overwrite=True)
+    print(show(updated))
+    print(f"refitted from {report.shapes_timed} calibration shapes' stored timings -> {args.output or args.refit}")
     return 0
 
 

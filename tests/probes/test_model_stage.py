@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from theodolite.model import hardware as hardware_module
-from theodolite.model.calibration_fit import BOUNDS, Predictor, Timing, holdout, residuals, slope_pairs
+from theodolite.model.calibration_cv import PRIOR_WEIGHTS, shape_folds
+from theodolite.model.calibration_fit import BOUNDS, Objective, Predictor, Timing, fit, holdout, residuals, slope_pairs
 from theodolite.model.calibration_probes import FIT_PARAMETERS, probe_parameters
 from theodolite.model.calibration_shapes import (
     CalibrationShapesError,
@@ -18,10 +19,20 @@ from theodolite.model.calibration_shapes import (
     check_disjoint,
     suite_mnk,
 )
-from theodolite.model.hardware import FITTED_PARAMETERS, current_parameters
-from theodolite.probes.model_stage import METHOD_FIT, METHOD_PROBE, StageSettings, run_stage, show, stored_timings
+from theodolite.model.hardware import FITTED_PARAMETERS, MODEL_PARAMETERS, current_parameters
+from theodolite.probes.model_stage import (
+    METHOD_FIT,
+    METHOD_PROBE,
+    StageSettings,
+    main,
+    refit,
+    run_stage,
+    show,
+    stored_timings,
+)
 
 from theodolite.profile import load_profile, save_profile
+from theodolite.profile.schema import Measurement
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 BUNDLED = ("nvidia-h100-80gb-hbm3.h5", "nvidia-h200.h5")
@@ -141,7 +152,66 @@ def test_stage_result_round_trips_with_its_provenance(synthetic, tmp_path) -> No
     assert "calibration" in timings and "launch" in timings
     assert len({t.shape for t in timings["calibration"]}) == 16
     text = show(loaded)
-    assert "calibration-probe" in text and "hold-out" in text
+    assert "calibration-probe" in text and "cross-validated (5 shape folds" in text
+    assert (
+        fitted["prior_weight"] == report.prior.weight and fitted["prior"] == MODEL_PARAMETERS["model_latency_hiding"][0]
+    )
+
+
+def test_refit_from_stored_timings_reproduces_the_stage(synthetic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The CPU refit (``--refit``) of a profile's stored timings lands where the stage did, keeps every timing and
+    the provenance, and refuses a profile without timings."""
+    _, profile, report = synthetic
+    path = tmp_path / "p.h5"
+    save_profile(profile, path)
+    assert main(["--refit", str(path), "-o", str(tmp_path / "r.h5")]) == 0
+    again = load_profile(tmp_path / "r.h5")
+    for name in FITTED_PARAMETERS:
+        before, after = profile.metrics[name], again.metrics[name]
+        assert after.method == before.method
+        assert math.isclose(after.value, before.value, rel_tol=0.05), (name, before.value, after.value)
+    assert stored_timings(again) == stored_timings(profile)
+    with pytest.raises(ValueError, match="no model calibration timings"):
+        refit(dataclasses.replace(profile, curves={}))
+
+
+def test_prior_holds_a_parameter_the_timings_do_not_determine() -> None:
+    """Timings of configs without a composite tile say nothing of the composite K-step: with a prior weight the fit
+    returns it to its default (0: the lower bound); without one it stays where it started."""
+    measured = load_profile(PROFILES / BUNDLED[0])
+    bare = _bare(measured)
+    start = dataclasses.replace(bare, metrics={**bare.metrics, "model_composite_iteration_overhead": Measurement(
+        "model_composite_iteration_overhead", 900.0, "cycle", "model-fit")})  # fmt: skip
+    truth = current_parameters(measured)
+    keys = ("persistent/128x128x64/g8/w8/s3/k1/f", "tma/128x128x64/g8/w8/s3/k1", "persistent/64x64x64/g8/w4/s4/k1")
+    timings = [Timing(m, n, k, "nn", key, 1.0) for m, n, k in ((2048, 2048, 2048), (512, 4096, 1024)) for key in keys]
+    seconds = Predictor(bare, timings)(truth)
+    timings = [dataclasses.replace(t, seconds=float(s)) for t, s in zip(timings, seconds, strict=True)]
+    name = ["model_composite_iteration_overhead"]
+    prior = Objective(prior={name[0]: MODEL_PARAMETERS[name[0]][0]})
+    others = {key: value for key, value in truth.items() if key != name[0]}
+    free = fit(start, timings, name, others, bootstrap=0)
+    held = fit(start, timings, name, others, bootstrap=0, objective=prior.with_prior_weight(8.0))
+    assert math.isclose(free.values[name[0]], 900.0, rel_tol=1e-3)
+    assert held.values[name[0]] < 1.0
+
+
+def test_cross_validation_picks_no_prior_where_the_data_determine_the_parameters(synthetic) -> None:  # type: ignore[no-untyped-def]
+    """On timings the model generated (1% noise) under parameters far from the defaults, the held-out loss is
+    lowest without the prior, and the cross-validation says so; every weight's loss is recorded."""
+    _, _, report = synthetic
+    assert report.prior is not None and set(report.prior.losses) == set(PRIOR_WEIGHTS)
+    assert report.prior.weight == 0.0
+    assert report.prior.losses[0.0] < report.prior.losses[max(PRIOR_WEIGHTS)]
+
+
+def test_shape_folds_keep_each_shape_on_one_side() -> None:
+    rows = [Timing(m, 64, 64, "nn", key, 1.0) for m in range(1, 11) for key in ("a", "b")]
+    folds = shape_folds(rows, 3, seed=1)
+    assert sum(len(f) for f in folds) == 10 and not set.intersection(*folds)
+    assert folds == shape_folds(rows, 3, seed=1)
+    with pytest.raises(ValueError, match="at least 3 shapes"):
+        shape_folds(rows[:4], 3)
 
 
 def test_budget_stops_the_calibration_set() -> None:

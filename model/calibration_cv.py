@@ -1,0 +1,184 @@
+"""Cross-validation of the calibration fit by shape: the prior's weight chosen inside the fit, and the scores that say
+whether a fit generalises (``python -m theodolite.probes.model_stage --show`` prints them, experiments/fit_cv.py
+compares fit variants with them).
+
+Folds cut the calibration set by shape (every timed config of a shape on one side), so a score is the model's on
+shapes it was not fitted on: the same question calibrate's users ask of it.  Pure numpy/scipy, no GPU.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from theodolite.model.calibration_fit import LEVEL, FitResult, Objective, Predictor, Timing, data_residuals, fit
+
+from theodolite.profile.schema import Profile
+
+PRIOR_WEIGHTS = (0.0, 1.0, 8.0, 64.0, 512.0)  # the grid the inner cross-validation picks the prior weight from
+INNER_FOLDS = 3
+OUTER_FOLDS = 5
+
+
+@dataclass
+class Choice:
+    """The prior weight the inner cross-validation picked and the held-out loss of every weight tried."""
+
+    weight: float
+    losses: dict[float, float] = field(default_factory=dict)
+
+
+def shape_folds(timings: Sequence[Timing], folds: int, seed: int = 0) -> list[set[tuple[int, int, int, str, str]]]:
+    """The timings' shapes dealt into ``folds`` seeded groups of (nearly) equal size."""
+    shapes = sorted({t.shape for t in timings})
+    if len(shapes) < folds or folds < 2:
+        raise ValueError(f"{folds}-fold cross-validation needs at least {max(folds, 2)} shapes (have {len(shapes)})")
+    random.Random(seed).shuffle(shapes)
+    return [set(shapes[i::folds]) for i in range(folds)]
+
+
+def heldout_loss(
+    profile: Profile, timings: Sequence[Timing], values: Mapping[str, float], objective: Objective
+) -> float:
+    """Mean square of the objective's data residuals (level and regret, no prior) on ``timings``."""
+    predictor = Predictor(profile, timings)
+    groups = [np.array(g, dtype=int) for g in predictor.by_shape.values()]
+    residual = data_residuals(predictor(values), predictor.measured, groups, objective)
+    return float(np.mean(residual**2))
+
+
+def choose_prior_weight(
+    profile: Profile,
+    timings: Sequence[Timing],
+    names: Sequence[str],
+    base: Mapping[str, float],
+    objective: Objective,
+    weights: Sequence[float] = PRIOR_WEIGHTS,
+    folds: int = INNER_FOLDS,
+    seed: int = 0,
+    max_nfev: int = 30,
+    extra: Sequence[Timing] = (),
+) -> Choice:
+    """The prior weight of least held-out loss over ``folds`` shape folds of ``timings`` (ties: the larger weight,
+    the simpler model); a set too small to fold keeps the largest weight (the defaults).  ``extra`` timings (the
+    probes') join every training fold and are never held out."""
+    try:
+        groups = shape_folds(timings, folds, seed)
+    except ValueError:
+        return Choice(max(weights))
+    losses: dict[float, float] = {}
+    for weight in weights:
+        total = 0.0
+        for held in groups:
+            train = [t for t in timings if t.shape not in held] + list(extra)
+            test = [t for t in timings if t.shape in held]
+            result = fit(profile, train, names, base, bootstrap=0, max_nfev=max_nfev,
+                         objective=objective.with_prior_weight(weight))  # fmt: skip
+            total += heldout_loss(profile, test, {**base, **result.values}, objective) * len(test)
+        losses[weight] = total / len(timings)
+    best = min(losses.values())
+    return Choice(max(w for w, loss in losses.items() if loss <= best * 1.0001), losses)
+
+
+def fit_regularised(
+    profile: Profile,
+    timings: Sequence[Timing],
+    names: Sequence[str],
+    base: Mapping[str, float],
+    objective: Objective,
+    bootstrap: int = 0,
+    seed: int = 0,
+    max_nfev: int = 60,
+    weights: Sequence[float] = PRIOR_WEIGHTS,
+    extra: Sequence[Timing] = (),
+) -> tuple[FitResult, Choice]:
+    """``fit`` under ``objective`` on ``timings`` and ``extra``, its prior weight chosen by cross-validation on
+    ``timings`` (``extra`` in every training fold)."""
+    choice = choose_prior_weight(profile, timings, names, base, objective, weights, seed=seed, extra=extra)
+    result = fit(profile, [*timings, *extra], names, base, "level", bootstrap, seed, max_nfev,
+                 objective=objective.with_prior_weight(choice.weight))  # fmt: skip
+    return result, choice
+
+
+def selection_scores(profile: Profile, timings: Sequence[Timing], values: Mapping[str, float]) -> dict[str, float]:
+    """Per shape the efficiency of the model's pick among the timed configs (fastest timed / the pick's time):
+    geomean, p5 and min; log-RMS of predicted / measured; the median predicted / measured of the picks; the median
+    Spearman rank correlation of predicted and measured (shapes of at least 3 timings)."""
+    times = Predictor(profile, timings)(values)
+    return _pooled(
+        timings,
+        [Timing(t.m, t.n, t.k, t.layout, t.key, float(s), t.dtype) for t, s in zip(timings, times, strict=True)],
+    )
+
+
+def cross_validate(
+    profile: Profile,
+    timings: Sequence[Timing],
+    names: Sequence[str],
+    base: Mapping[str, float],
+    objective: Objective = LEVEL,
+    choose_weight: bool = False,
+    folds: int = OUTER_FOLDS,
+    seed: int = 0,
+    max_nfev: int = 60,
+    extra: Sequence[Timing] = (),
+) -> dict[str, float]:
+    """Fit on all shape folds but one, predict the one left out, for each fold; ``selection_scores`` over the pooled
+    held-out predictions (every shape scored once, by a fit that never saw it).  ``choose_weight``: each fold's fit
+    picks its prior weight by its own inner cross-validation, as calibrate does; else the objective's weight.
+    ``extra`` timings join every training set.  With no names, the scores of ``base`` itself (nothing fitted)."""
+    predicted: dict[int, float] = {}
+    picked: list[float] = []
+    for held in shape_folds(timings, folds, seed):
+        train = [t for t in timings if t.shape not in held] + list(extra)
+        rows = [i for i, t in enumerate(timings) if t.shape in held]
+        values = dict(base)
+        if names:
+            if choose_weight:
+                result, choice = fit_regularised(profile, train[: len(train) - len(extra)], names, base, objective,
+                                                 seed=seed, max_nfev=max_nfev, extra=extra)  # fmt: skip
+                picked.append(choice.weight)
+            else:
+                result = fit(profile, train, names, base, bootstrap=0, max_nfev=max_nfev, objective=objective)
+            values.update(result.values)
+        times = Predictor(profile, [timings[i] for i in rows])(values)
+        predicted.update(zip(rows, times, strict=True))
+    scored = [Timing(t.m, t.n, t.k, t.layout, t.key, predicted[i], t.dtype) for i, t in enumerate(timings)]
+    score = _pooled(timings, scored)
+    if picked:
+        score["prior_weight_median"] = float(np.median(picked))
+    return score
+
+
+def _pooled(measured: Sequence[Timing], predicted: Sequence[Timing]) -> dict[str, float]:
+    """``selection_scores`` of predictions already made (each timing's predicted ``seconds`` in ``predicted``)."""
+    from scipy.stats import spearmanr
+
+    by_shape: dict[tuple[int, int, int, str, str], list[int]] = {}
+    for i, t in enumerate(measured):
+        by_shape.setdefault(t.shape, []).append(i)
+    meas = np.array([t.seconds for t in measured])
+    pred = np.array([t.seconds for t in predicted])
+    efficiencies, ratios, ranks = [], [], []
+    for rows in by_shape.values():
+        pick = min(rows, key=lambda i: (pred[i], i))
+        efficiencies.append(meas[rows].min() / meas[pick])
+        ratios.append(pred[pick] / meas[pick])
+        if len(rows) >= 3:
+            rho = spearmanr(pred[rows], meas[rows]).statistic
+            if math.isfinite(rho):
+                ranks.append(rho)
+    eff = np.array(efficiencies)
+    logs = np.log(pred / meas)
+    return {
+        "log_rms": float(np.sqrt(np.mean(logs**2))),
+        "geomean": float(np.exp(np.mean(np.log(eff)))),
+        "p5": float(np.percentile(eff, 5)),
+        "min": float(eff.min()),
+        "abs_median": float(np.median(ratios)),
+        "spearman_median": float(np.median(ranks)) if ranks else math.nan,
+        "shapes": len(efficiencies),
+    }
