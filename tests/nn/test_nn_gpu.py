@@ -119,7 +119,7 @@ def test_mlp_gradients_match_torch(dtype: torch.dtype) -> None:
     mlp.to(dtype)
     patch(mlp)
     x = torch.randn(3, 50, 256, device="cuda")
-    xm = x.to(dtype).requires_grad_()
+    xm = x.to(dtype).clone().requires_grad_()  # a leaf of its own (to(float32) of fp32 data is x itself)
     xr = x.clone().requires_grad_()  # fp32 reference
     g = torch.randn(3, 50, 128, device="cuda")
     (mlp(xm).float() * g).sum().backward()
