@@ -12,8 +12,9 @@ Prints microseconds per call (median of rounds) per entry point; ``--profile`` a
 ``--compiled`` adds the host time per projection inside an inductor-compiled graph (a chain of 8 patched 4096x4096
 projections against a chain of 1: the graph call's own cost cancels), the operator's per-call cost there.
 ``--grad`` adds the training path: the forward with a gradient recorded (weight, or input and weight, requiring
-grad) and the backward (``torch.autograd.grad`` of dX and dW, the forward's time subtracted), against F.linear's on
-8x16x16 CPU tensors (torch's autograd record and engine with next to no arithmetic: a floor for the machinery);
+grad) and the backward (``torch.autograd.grad`` of dX and dW, the forward's time subtracted; it includes the CPU
+allocator's cost of dW, a fresh mmap per call above 32 MiB, printed as its own row), against F.linear's on 8x16x16
+CPU tensors (torch's autograd record and engine with next to no arithmetic: a floor for the machinery);
 with ``--profile``, the cProfile is of a forward and backward instead.
 """
 
@@ -103,7 +104,7 @@ def grad_rows(m: int) -> list[tuple[str, str, float]]:
     rows.append(("8x16x16", "F.linear fwd, X and W require grad", fwd))
     both = per_call_us(lambda: torch.autograd.grad(F.linear(xsg, wsg), (xsg, wsg), gs))
     rows.append(("8x16x16", "F.linear backward (dX, dW)", both - fwd))
-    for name, k, n in PROJECTIONS:
+    for name, k, n in (*PROJECTIONS, ("512x4096", 4096, 512)):  # the last: a 4 MiB dW, no mmap per call
         x, w = torch.randn(m, k, dtype=torch.bfloat16), torch.randn(n, k, dtype=torch.bfloat16)
         xg, wg, g = x.clone().requires_grad_(), w.clone().requires_grad_(), torch.randn(m, n, dtype=torch.bfloat16)
         entries: dict[str, Callable[[], Any]] = {
@@ -124,6 +125,9 @@ def grad_rows(m: int) -> list[tuple[str, str, float]]:
         )
         timed["ops.linear backward (dW only)"] = (
             timed.pop("ops.linear fwd+bwd (dW only)") - timed["ops.linear fwd, W requires grad"]
+        )
+        timed["torch.empty of dX and dW (allocator floor)"] = per_call_us(
+            lambda x=x, w=w: (torch.empty_like(x), torch.empty_like(w)), calls=500
         )
         rows.extend((name, entry, us) for entry, us in timed.items())
     return rows

@@ -222,7 +222,8 @@ class _LinearGrad:
         """dX = dY [M, N] @ W [N, K], shaped as X."""
         key = (g2.stride(), g2.data_ptr() & 15, torch.get_float32_matmul_precision() if self.fp32 else None)
         run = self.dx.get(key) or self._backward_runner(self.dx, key, g2, weight)
-        return run(g2, weight, None).reshape(self.x_shape)
+        out = run(g2, weight, None)
+        return out if len(self.x_shape) == 2 else out.reshape(self.x_shape)
 
     def grad_w(self, g2: Tensor, x: Tensor) -> Tensor:
         """dW = dY.T [N, M] (a transposed view) @ X [M, K]."""
