@@ -411,10 +411,14 @@ class _LinearOpFunction(torch.autograd.Function):
     """The operator's autograd where a gradient is recorded (eager or traced by AOTAutograd)."""
 
     @staticmethod
-    def forward(ctx: Any, below: torch._C.DispatchKeySet, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    def forward(ctx: Any, route: tuple[torch._C.DispatchKeySet, bool], x: Tensor, weight: Tensor,
+                bias: Tensor | None) -> Tensor:  # fmt: skip
         _, need_x, need_w, need_b = ctx.needs_input_grad
         _linear_save(ctx, x, weight, need_x, need_w)
         ctx.need_b = need_b and bias is not None
+        below, direct = route
+        if direct:  # the dispatcher's next stop is the CPU/CUDA kernel: call it
+            return _cached(_LINEAR, _linear_runner, x, weight, bias)
         return _redispatch(linear_op, below, x, weight, bias)
 
     @staticmethod
@@ -426,9 +430,12 @@ class _LinearOpFunction(torch.autograd.Function):
 
 class _MmOpFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, below: torch._C.DispatchKeySet, a: Tensor, b: Tensor) -> Tensor:
+    def forward(ctx: Any, route: tuple[torch._C.DispatchKeySet, bool], a: Tensor, b: Tensor) -> Tensor:
         _, need_a, need_b = ctx.needs_input_grad
         _mm_save(ctx, a, b, need_a, need_b)
+        below, direct = route
+        if direct:
+            return _cached(_MM, _mm_runner, a, b, None)
         return _redispatch(mm_op, below, a, b)
 
     @staticmethod
@@ -443,23 +450,25 @@ _MM_OP_APPLY = _direct_apply(_MmOpFunction)
 
 
 def _linear_autograd(keyset: torch._C.DispatchKeySet, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    below, direct = _route(keyset)
+    route = _route(keyset)
+    below, direct = route
     if torch.is_grad_enabled() and _any_requires_grad(x, weight, bias):
         if _functorch_active():
-            return _LinearOpFunction.apply(below, x, weight, bias)  # type: ignore[no-any-return]
+            return _LinearOpFunction.apply(route, x, weight, bias)  # type: ignore[no-any-return]
         bias = bias if bias is None else _unwrap(bias)
-        return _LINEAR_OP_APPLY(below, _unwrap(x), _unwrap(weight), bias)  # type: ignore[no-any-return]
+        return _LINEAR_OP_APPLY(route, _unwrap(x), _unwrap(weight), bias)  # type: ignore[no-any-return]
     if direct:
         return _cached(_LINEAR, _linear_runner, x, weight, bias)
     return _redispatch(linear_op, below, x, weight, bias)
 
 
 def _mm_autograd(keyset: torch._C.DispatchKeySet, a: Tensor, b: Tensor) -> Tensor:
-    below, direct = _route(keyset)
+    route = _route(keyset)
+    below, direct = route
     if torch.is_grad_enabled() and _any_requires_grad(a, b):
         if _functorch_active():
-            return _MmOpFunction.apply(below, a, b)  # type: ignore[no-any-return]
-        return _MM_OP_APPLY(below, _unwrap(a), _unwrap(b))  # type: ignore[no-any-return]
+            return _MmOpFunction.apply(route, a, b)  # type: ignore[no-any-return]
+        return _MM_OP_APPLY(route, _unwrap(a), _unwrap(b))  # type: ignore[no-any-return]
     if direct:
         return _cached(_MM, _mm_runner, a, b, None)
     return _redispatch(mm_op, below, a, b)
