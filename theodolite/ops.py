@@ -9,7 +9,11 @@ The eager path is kept short because a decoder's small-M GEMMs are host bound: e
 device, alignment) is resolved once into a runner that holds the picked config and the launch cache's entry
 (``kernels.launch.cached_runner``), so a repeated call costs one key, one dictionary lookup and one direct launch.
 Where nothing needs the dispatcher (no autograd, no compile, no tensor subclass or dispatch mode), ``linear``
-calls that runner without going through it.
+calls that runner without going through it.  With a gradient recorded, ``linear`` records one autograd.Function
+node through its C++ apply (``autograd.Function.apply``'s Python layer binds the arguments through ``inspect`` at
+every call, most of a recorded call's host time); its metadata's entry (``_LinearGrad``) holds the forward's runner
+and, per gradient metadata, the backward GEMMs' runners, so a repeated training step selects and plans nothing and
+keys only dY's metadata; the node saves only the tensor its backward reads (W for dX, X for dW).
 
 Inputs the kernels do not run (a dtype other than fp16/bf16/fp32, a device that is not CUDA, the CPU outside
 Triton's interpreter) run torch's own kernel, with one ``FallbackWarning`` per reason.
@@ -160,7 +164,7 @@ _MM: dict[tuple[Any, ...], Runner] = {}
 
 def _cached(cache: dict[tuple[Any, ...], Runner], make: Callable[[Tensor, Tensor, Tensor | None], Runner],
             a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:  # fmt: skip
-    key = (
+    key = (  # _key(a, b, bias) written out: one call less on the hot path
         a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15, b.shape, b.stride(), b.dtype, b.device,
         b.data_ptr() & 15, None if bias is None else _meta(bias),
         torch.get_float32_matmul_precision() if a.dtype is torch.float32 else None,
@@ -548,7 +552,8 @@ def _plain(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)`` through the bundled kernels: the registered operator under compile, a tensor
     subclass or a dispatch mode; else the cached runner directly (the same kernels, less host time), inside an
-    autograd.Function where a gradient is recorded (the op's own autograd wrapper costs more host time)."""
+    autograd.Function applied from C++ where a gradient is recorded (the operator's autograd kernel costs more host
+    time: the dispatcher's round trip); torch's own F.linear and autograd where its kernel would run anyway."""
     if torch.compiler.is_compiling() or type(x) is not Tensor or torch._C._len_torch_dispatch_stack():
         return linear_op(x, weight, bias)
     if torch.is_grad_enabled() and (

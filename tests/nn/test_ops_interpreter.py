@@ -268,9 +268,12 @@ def _count(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[o
 def test_a_repeated_forward_and_backward_resolves_nothing_new(monkeypatch: pytest.MonkeyPatch,
                                                               dtype: torch.dtype) -> None:  # fmt: skip
     """The second step of a training loop (same shapes, new tensors) selects no config and makes no runner, forward
-    or backward, and its gradients are torch's."""
+    or backward, and its gradients are torch's; the forward's runner is the one a call without a gradient made."""
     selections = _count(monkeypatch, api, "select_problem")
     made = [_count(monkeypatch, ops, "_linear_runner"), _count(monkeypatch, ops, "_mm_runner")]
+    with torch.no_grad():
+        ops.linear(torch.randn(2, 5, 24).to(dtype), torch.randn(16, 24).to(dtype), torch.randn(16).to(dtype))
+    assert (len(selections), len(made[0])) == (1, 1)
     for step in range(2):
         x = torch.randn(2, 5, 24).to(dtype).requires_grad_()
         w = torch.randn(16, 24).to(dtype).requires_grad_()
