@@ -6,11 +6,16 @@ of a compiled kernel), so every line of Python between the call and the driver's
 itself (a C call, a few microseconds on a GPU host) and CUDA's allocator (the CPU's is used) differ.  Shapes: the
 Llama-3-8B projections at M tokens (``theodolite.bench_linear.PROJECTIONS``), bf16, the bundled H100 profile's picks.
 
-    PYTHONPATH=$PWD python3 experiments/linear_host_path.py [M] [--profile] [--compiled]
+    PYTHONPATH=$PWD python3 experiments/linear_host_path.py [M] [--profile] [--compiled] [--grad]
 
 Prints microseconds per call (median of rounds) per entry point; ``--profile`` adds a cProfile of ops.linear;
 ``--compiled`` adds the host time per projection inside an inductor-compiled graph (a chain of 8 patched 4096x4096
 projections against a chain of 1: the graph call's own cost cancels), the operator's per-call cost there.
+``--grad`` adds the training path: the forward with a gradient recorded (weight, or input and weight, requiring
+grad) and the backward (``torch.autograd.grad`` of dX and dW, the forward's time subtracted; it includes the CPU
+allocator's cost of dW, a fresh mmap per call above 32 MiB, printed as its own row), against F.linear's on 8x16x16
+CPU tensors (torch's autograd record and engine with next to no arithmetic: a floor for the machinery);
+with ``--profile``, the cProfile is of a forward and backward instead.
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ from typing import Any
 os.environ["TRITON_INTERPRET"] = "1"  # plan_gemm accepts CPU tensors; no kernel runs (the launches are stubbed)
 
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from theodolite.kernels import launch  # noqa: E402
 
 from theodolite import api, matmul, ops  # noqa: E402
 from theodolite.bench_linear import PROJECTIONS  # noqa: E402
-from theodolite.kernels import launch  # noqa: E402
 from theodolite.nn import Linear  # noqa: E402
 
 
@@ -86,6 +92,61 @@ def compiled_per_op_us(m: int, chain: int = 8) -> tuple[float, float]:
     return per_op, loops[1] - per_op
 
 
+def grad_rows(m: int) -> list[tuple[str, str, float]]:
+    """(shape, entry, host us per call) of the forward with a gradient recorded and of the backward."""
+    rows = []
+    xs, ws = torch.randn(8, 16), torch.randn(16, 16)
+    xsg, wsg, gs = xs.clone().requires_grad_(), ws.clone().requires_grad_(), torch.randn(8, 16)
+    with torch.no_grad():
+        rows.append(("8x16x16", "F.linear, no grad", per_call_us(lambda: F.linear(xs, ws))))
+    rows.append(("8x16x16", "F.linear fwd, W requires grad", per_call_us(lambda: F.linear(xs, wsg))))
+    fwd = per_call_us(lambda: F.linear(xsg, wsg))
+    rows.append(("8x16x16", "F.linear fwd, X and W require grad", fwd))
+    both = per_call_us(lambda: torch.autograd.grad(F.linear(xsg, wsg), (xsg, wsg), gs))
+    rows.append(("8x16x16", "F.linear backward (dX, dW)", both - fwd))
+    for name, k, n in (*PROJECTIONS, ("512x4096", 4096, 512)):  # the last: a 4 MiB dW, no mmap per call
+        x, w = torch.randn(m, k, dtype=torch.bfloat16), torch.randn(n, k, dtype=torch.bfloat16)
+        xg, wg, g = x.clone().requires_grad_(), w.clone().requires_grad_(), torch.randn(m, n, dtype=torch.bfloat16)
+        entries: dict[str, Callable[[], Any]] = {
+            "ops.linear fwd, W requires grad": lambda x=x, wg=wg: ops.linear(x, wg),
+            "ops.linear fwd, X and W require grad": lambda xg=xg, wg=wg: ops.linear(xg, wg),
+            "torch.ops.theodolite.linear fwd, X and W": lambda xg=xg, wg=wg: ops.linear_op(xg, wg, None),
+            "ops.linear fwd+bwd (dX, dW)": lambda xg=xg, wg=wg, g=g: torch.autograd.grad(
+                ops.linear(xg, wg), (xg, wg), g
+            ),
+            "ops.linear fwd+bwd (dW only)": lambda x=x, wg=wg, g=g: torch.autograd.grad(ops.linear(x, wg), (wg,), g),
+        }
+        timed = {}
+        for entry, fn in entries.items():
+            fn()
+            timed[entry] = per_call_us(fn, calls=500)
+        timed["ops.linear backward (dX, dW)"] = (
+            timed.pop("ops.linear fwd+bwd (dX, dW)") - timed["ops.linear fwd, X and W require grad"]
+        )
+        timed["ops.linear backward (dW only)"] = (
+            timed.pop("ops.linear fwd+bwd (dW only)") - timed["ops.linear fwd, W requires grad"]
+        )
+        timed["torch.empty of dX and dW (allocator floor)"] = per_call_us(
+            lambda x=x, w=w: (torch.empty_like(x), torch.empty_like(w)), calls=500
+        )
+        rows.extend((name, entry, us) for entry, us in timed.items())
+    return rows
+
+
+def profile_grad(m: int) -> None:
+    """cProfile of 5000 forwards and backwards of a 4096x4096 projection, input and weight requiring grad."""
+    x = torch.randn(m, 4096, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(4096, 4096, dtype=torch.bfloat16, requires_grad=True)
+    g = torch.randn(m, 4096, dtype=torch.bfloat16)
+    torch.autograd.grad(ops.linear(x, w), (x, w), g)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(5000):
+        torch.autograd.grad(ops.linear(x, w), (x, w), g)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     m = int(args[0]) if args else 8
@@ -101,7 +162,7 @@ def main() -> None:
         sms = int(profile.value("sm_count"))
         entries: dict[str, Callable[[], Any]] = {
             "torch.empty (floor)": lambda x=x, n=n: torch.empty(x.shape[0], n, dtype=x.dtype),
-            "kernels.gemm (launch cache)": lambda x=x, w=w, c=config: launch.gemm(x, w.t(), c, num_sms=sms),
+            "kernels.gemm (launch cache)": lambda x=x, w=w, c=config, s=sms: launch.gemm(x, w.t(), c, num_sms=s),
             "theodolite.matmul(x, W.t())": lambda x=x, w=w: matmul(x, w.t()),
             "theodolite.ops.linear": lambda x=x, w=w: ops.linear(x, w),
             "torch.ops.theodolite.linear": lambda x=x, w=w: ops.linear_op(x, w, None),
@@ -125,7 +186,13 @@ def main() -> None:
     if "--compiled" in sys.argv:
         per_op, graph_call = compiled_per_op_us(m)
         print(f"inside an inductor-compiled graph: {per_op:.2f} us per projection, {graph_call:.2f} us per graph call")
-    if "--profile" in sys.argv:
+    if "--grad" in sys.argv:
+        print(f"with gradients: host us per call, CPU, kernel launch stubbed, M={m}, bf16 (F.linear: fp32, computed)")
+        for name, entry, us in grad_rows(m):
+            print(f"{name:>8} {entry:<42} {us:7.2f}")
+        if "--profile" in sys.argv:
+            profile_grad(m)
+    elif "--profile" in sys.argv:
         x = torch.randn(m, 4096, dtype=torch.bfloat16)
         w = torch.randn(4096, 4096, dtype=torch.bfloat16)
         with torch.no_grad():

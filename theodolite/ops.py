@@ -9,7 +9,11 @@ The eager path is kept short because a decoder's small-M GEMMs are host bound: e
 device, alignment) is resolved once into a runner that holds the picked config and the launch cache's entry
 (``kernels.launch.cached_runner``), so a repeated call costs one key, one dictionary lookup and one direct launch.
 Where nothing needs the dispatcher (no autograd, no compile, no tensor subclass or dispatch mode), ``linear``
-calls that runner without going through it.
+calls that runner without going through it.  With a gradient recorded, ``linear`` records one autograd.Function
+node through its C++ apply (``autograd.Function.apply``'s Python layer binds the arguments through ``inspect`` at
+every call, most of a recorded call's host time); its metadata's entry (``_LinearGrad``) holds the forward's runner
+and, per gradient metadata, the backward GEMMs' runners, so a repeated training step selects and plans nothing and
+keys only dY's metadata; the node saves only the tensor its backward reads (W for dX, X for dW).
 
 Inputs the kernels do not run (a dtype other than fp16/bf16/fp32, a device that is not CUDA, the CPU outside
 Triton's interpreter) run torch's own kernel, with one ``FallbackWarning`` per reason.
@@ -160,7 +164,7 @@ _MM: dict[tuple[Any, ...], Runner] = {}
 
 def _cached(cache: dict[tuple[Any, ...], Runner], make: Callable[[Tensor, Tensor, Tensor | None], Runner],
             a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:  # fmt: skip
-    key = (
+    key = (  # _key(a, b, bias) written out: one call less on the hot path
         a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15, b.shape, b.stride(), b.dtype, b.device,
         b.data_ptr() & 15, None if bias is None else _meta(bias),
         torch.get_float32_matmul_precision() if a.dtype is torch.float32 else None,
@@ -172,6 +176,88 @@ def _cached(cache: dict[tuple[Any, ...], Runner], make: Callable[[Tensor, Tensor
             cache.clear()
         cache[key] = run
     return run(a, b, bias)
+
+
+def _runner(cache: dict[tuple[Any, ...], Runner], make: Callable[[Tensor, Tensor, Tensor | None], Runner],
+            key: tuple[Any, ...], a: Tensor, b: Tensor, bias: Tensor | None) -> Runner:  # fmt: skip
+    """The runner cached under ``key`` (``_cached``'s key of these arguments), made on a miss."""
+    run = cache.get(key)
+    if run is None:
+        run = make(a, b, bias)
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[key] = run
+    return run
+
+
+def _key(a: Tensor, b: Tensor, bias: Tensor | None) -> tuple[Any, ...]:
+    """``_cached``'s key: what a runner depends on of its arguments and of torch's fp32 matmul setting."""
+    return (
+        a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15, b.shape, b.stride(), b.dtype, b.device,
+        b.data_ptr() & 15, None if bias is None else _meta(bias),
+        torch.get_float32_matmul_precision() if a.dtype is torch.float32 else None,
+    )  # fmt: skip
+
+
+class _LinearGrad:
+    """One linear call's metadata with a gradient recorded: the forward's runner (``_LINEAR``'s, shared with the
+    no-grad path) and the backward GEMMs' runners, ``dX = dY @ W`` (layout nn) and ``dW = dY.T @ X`` (layout tn),
+    resolved once per gradient metadata (strides, alignment, fp32 setting), so a repeated forward and backward pick,
+    plan and key nothing of W's and X's again: a backward GEMM costs a key of dY and one direct launch."""
+
+    __slots__ = ("forward", "x_shape", "n", "k", "fp32", "dx", "dw")
+
+    def __init__(self, forward: Runner, x: Tensor, weight: Tensor) -> None:
+        self.forward = forward
+        self.x_shape = x.shape
+        self.n, self.k = weight.shape
+        self.fp32 = x.dtype is torch.float32
+        self.dx: dict[tuple[Any, ...], Runner] = {}
+        self.dw: dict[tuple[Any, ...], Runner] = {}
+
+    def _backward_runner(self, found: dict[tuple[Any, ...], Runner], key: tuple[Any, ...], a: Tensor,
+                         b: Tensor) -> Runner:  # fmt: skip
+        if len(found) >= _GRAD_METAS:
+            found.clear()
+        run = found[key] = _runner(_MM, _mm_runner, _key(a, b, None), a, b, None)
+        return run
+
+    def grad_x(self, g2: Tensor, weight: Tensor) -> Tensor:
+        """dX = dY [M, N] @ W [N, K], shaped as X."""
+        key = (g2.stride(), g2.data_ptr() & 15, torch.get_float32_matmul_precision() if self.fp32 else None)
+        run = self.dx.get(key) or self._backward_runner(self.dx, key, g2, weight)
+        out = run(g2, weight, None)
+        return out if len(self.x_shape) == 2 else out.reshape(self.x_shape)
+
+    def grad_w(self, g2: Tensor, x: Tensor) -> Tensor:
+        """dW = dY.T [N, M] (a transposed view) @ X [M, K]."""
+        x2 = x if x.dim() == 2 else x.reshape(-1, self.k)
+        gt = g2.t()
+        key = (
+            g2.stride(), g2.data_ptr() & 15, x2.stride(), x2.data_ptr() & 15,
+            torch.get_float32_matmul_precision() if self.fp32 else None,
+        )  # fmt: skip
+        run = self.dw.get(key) or self._backward_runner(self.dw, key, gt, x2)
+        return run(gt, x2, None)
+
+
+_GRAD_METAS = 16  # gradient metadata kept per forward metadata (a training loop sees one or two)
+_LINEAR_GRAD: dict[tuple[Any, ...], _LinearGrad | None] = {}
+_MISSING = object()
+
+
+def _linear_grad(x: Tensor, weight: Tensor, bias: Tensor | None) -> _LinearGrad | None:
+    """The gradient entry of these arguments' metadata; None where torch's kernel runs the forward (a fallback, or
+    arguments torch refuses or broadcasts): torch's own autograd then records it."""
+    key = _key(x, weight, bias)
+    entry = _LINEAR_GRAD.get(key, _MISSING)
+    if entry is _MISSING:
+        run = _runner(_LINEAR, _linear_runner, key, x, weight, bias)
+        entry = None if run is _torch_linear else _LinearGrad(run, x, weight)
+        if len(_LINEAR_GRAD) >= _CACHE_LIMIT:
+            _LINEAR_GRAD.clear()
+        _LINEAR_GRAD[key] = entry
+    return entry  # type: ignore[return-value]
 
 
 def linear_eager(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -188,6 +274,7 @@ def clear_caches() -> None:
     """Forget resolved runners (tests; a profile replaced in place) and which fallbacks have warned."""
     _LINEAR.clear()
     _MM.clear()
+    _LINEAR_GRAD.clear()
     _WARNED.clear()
 
 
@@ -239,34 +326,59 @@ def _mm_fake(a: Tensor, b: Tensor) -> Tensor:
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
-def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
-    x, weight, bias = inputs
-    ctx.save_for_backward(x, weight)
-    ctx.has_bias = bias is not None
+Grads = tuple[Tensor | None, Tensor | None, Tensor | None]
 
 
-def _linear_backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-    x, weight = ctx.saved_tensors
+def _linear_save(ctx: Any, x: Tensor, weight: Tensor, need_x: bool, need_w: bool) -> None:
+    """Save only what the backward reads, as the tensors themselves (no copy): W for dX, X for dW."""
+    ctx.save_for_backward(x if need_w else None, weight if need_x else None)
+
+
+def _linear_grads_op(grad: Tensor, x: Tensor | None, weight: Tensor | None, need_x: bool, need_w: bool,
+                     need_b: bool) -> Grads:  # fmt: skip
+    """The gradients through the operators: what autograd records where the backward is differentiated
+    (``create_graph``) and what AOTAutograd or compiled autograd traces."""
     g2 = grad.reshape(-1, grad.shape[-1])
     grad_x = grad_w = grad_b = None
-    if ctx.needs_input_grad[-3]:
-        grad_x = mm_op(g2, weight).reshape(x.shape)  # dY [M, N] @ W [N, K]: layout nn
-    if ctx.needs_input_grad[-2]:
+    if need_x:
+        assert weight is not None
+        grad_x = mm_op(g2, weight).reshape(*grad.shape[:-1], weight.shape[1])  # dY [M, N] @ W [N, K]: layout nn
+    if need_w:
+        assert x is not None
         grad_w = mm_op(g2.t(), x.reshape(-1, x.shape[-1]))  # dY.T [N, M] (a view) @ X [M, K]: layout tn
-    if ctx.has_bias and ctx.needs_input_grad[-1]:
+    if need_b:
         grad_b = g2.sum(0)
     return grad_x, grad_w, grad_b
 
 
-def _mm_setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
-    ctx.save_for_backward(*inputs)
+def _mm_save(ctx: Any, a: Tensor, b: Tensor, need_a: bool, need_b: bool) -> None:
+    ctx.save_for_backward(a if need_b else None, b if need_a else None)
 
 
-def _mm_backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
-    a, b = ctx.saved_tensors
-    grad_a = mm_op(grad, b.t()) if ctx.needs_input_grad[-2] else None
-    grad_b = mm_op(a.t(), grad) if ctx.needs_input_grad[-1] else None
+def _mm_grads_op(grad: Tensor, a: Tensor | None, b: Tensor | None, need_a: bool,
+                 need_b: bool) -> tuple[Tensor | None, Tensor | None]:  # fmt: skip
+    grad_a = mm_op(grad, b.t()) if need_a and b is not None else None
+    grad_b = mm_op(a.t(), grad) if need_b and a is not None else None
     return grad_a, grad_b
+
+
+def _direct_apply(cls: type[torch.autograd.Function]) -> Callable[..., Any]:
+    """``cls``'s C++ apply, without ``autograd.Function.apply``'s Python layer: that layer binds the arguments to
+    ``forward``'s signature through ``inspect`` on every call of a ``setup_context`` Function (about two thirds of
+    the host time of a linear with a gradient recorded) and unwraps functorch's dead wrappers.  The callers unwrap
+    those themselves and take ``cls.apply`` under a functorch transform.  ``cls.apply`` where torch lacks it."""
+    direct = getattr(super(torch.autograd.Function, cls), "apply", None)
+    if direct is None or type(direct).__name__ != "builtin_function_or_method":
+        return cls.apply
+    return direct  # type: ignore[no-any-return]
+
+
+def _functorch_active_py() -> bool:
+    return True  # unknown: take autograd.Function.apply, which handles every case
+
+
+_functorch_active: Callable[[], bool] = getattr(torch._C, "_are_functorch_transforms_active", _functorch_active_py)
+_unwrap: Callable[[Tensor], Tensor] = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", lambda t: t)
 
 
 def _any_requires_grad_py(*tensors: Tensor | None) -> bool:
@@ -303,41 +415,64 @@ class _LinearOpFunction(torch.autograd.Function):
     """The operator's autograd where a gradient is recorded (eager or traced by AOTAutograd)."""
 
     @staticmethod
-    def forward(ctx: Any, below: torch._C.DispatchKeySet, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        out = _redispatch(linear_op, below, x, weight, bias)
-        _linear_setup(ctx, (x, weight, bias), out)
-        return out
+    def forward(ctx: Any, route: tuple[torch._C.DispatchKeySet, bool], x: Tensor, weight: Tensor,
+                bias: Tensor | None) -> Tensor:  # fmt: skip
+        _, need_x, need_w, need_b = ctx.needs_input_grad
+        _linear_save(ctx, x, weight, need_x, need_w)
+        ctx.need_b = need_b and bias is not None
+        below, direct = route
+        if direct:  # the dispatcher's next stop is the CPU/CUDA kernel: call it
+            return _cached(_LINEAR, _linear_runner, x, weight, bias)
+        return _redispatch(linear_op, below, x, weight, bias)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[None, Tensor | None, Tensor | None, Tensor | None]:
-        return (None, *_linear_backward(ctx, grad))
+        x, weight = ctx.saved_tensors
+        _, need_x, need_w, _ = ctx.needs_input_grad
+        return (None, *_linear_grads_op(grad, x, weight, need_x, need_w, ctx.need_b))
 
 
 class _MmOpFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, below: torch._C.DispatchKeySet, a: Tensor, b: Tensor) -> Tensor:
-        out = _redispatch(mm_op, below, a, b)
-        _mm_setup(ctx, (a, b), out)
-        return out
+    def forward(ctx: Any, route: tuple[torch._C.DispatchKeySet, bool], a: Tensor, b: Tensor) -> Tensor:
+        _, need_a, need_b = ctx.needs_input_grad
+        _mm_save(ctx, a, b, need_a, need_b)
+        below, direct = route
+        if direct:
+            return _cached(_MM, _mm_runner, a, b, None)
+        return _redispatch(mm_op, below, a, b)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[None, Tensor | None, Tensor | None]:
-        return (None, *_mm_backward(ctx, grad))
+        a, b = ctx.saved_tensors
+        _, need_a, need_b = ctx.needs_input_grad
+        return (None, *_mm_grads_op(grad, a, b, need_a, need_b))
+
+
+_LINEAR_OP_APPLY = _direct_apply(_LinearOpFunction)
+_MM_OP_APPLY = _direct_apply(_MmOpFunction)
 
 
 def _linear_autograd(keyset: torch._C.DispatchKeySet, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    below, direct = _route(keyset)
+    route = _route(keyset)
+    below, direct = route
     if torch.is_grad_enabled() and _any_requires_grad(x, weight, bias):
-        return _LinearOpFunction.apply(below, x, weight, bias)  # type: ignore[no-any-return]
+        if _functorch_active():
+            return _LinearOpFunction.apply(route, x, weight, bias)  # type: ignore[no-any-return]
+        bias = bias if bias is None else _unwrap(bias)
+        return _LINEAR_OP_APPLY(route, _unwrap(x), _unwrap(weight), bias)  # type: ignore[no-any-return]
     if direct:
         return _cached(_LINEAR, _linear_runner, x, weight, bias)
     return _redispatch(linear_op, below, x, weight, bias)
 
 
 def _mm_autograd(keyset: torch._C.DispatchKeySet, a: Tensor, b: Tensor) -> Tensor:
-    below, direct = _route(keyset)
+    route = _route(keyset)
+    below, direct = route
     if torch.is_grad_enabled() and _any_requires_grad(a, b):
-        return _MmOpFunction.apply(below, a, b)  # type: ignore[no-any-return]
+        if _functorch_active():
+            return _MmOpFunction.apply(route, a, b)  # type: ignore[no-any-return]
+        return _MM_OP_APPLY(route, _unwrap(a), _unwrap(b))  # type: ignore[no-any-return]
     if direct:
         return _cached(_MM, _mm_runner, a, b, None)
     return _redispatch(mm_op, below, a, b)
@@ -365,20 +500,43 @@ _LIB.impl("mm", _no_dynamo(_mm_autograd), "Autograd", with_keyset=True)
 
 
 class _EagerLinear(torch.autograd.Function):
-    """Eager autograd of ``linear`` without the dispatcher's round trip (the registered op's autograd wrapper costs
-    several times this on the host); the same backward as the op's."""
+    """Eager autograd of ``linear`` without the dispatcher's round trip: the forward runs the metadata's cached
+    runner (``entry``, a ``_LinearGrad`` resolved before the call), the backward its cached backward runners; the
+    operators' backward where the backward itself is recorded or traced."""
 
     @staticmethod
-    def forward(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        return _cached(_LINEAR, _linear_runner, x, weight, bias)
+    def forward(x: Tensor, weight: Tensor, bias: Tensor | None, entry: _LinearGrad | None) -> Tensor:
+        if entry is None:  # under a functorch transform
+            return _cached(_LINEAR, _linear_runner, x, weight, bias)
+        return entry.forward(x, weight, bias)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
-        _linear_setup(ctx, inputs, output)
+        x, weight, bias, ctx.entry = inputs
+        need_x, need_w, need_b, _ = ctx.needs_input_grad
+        _linear_save(ctx, x, weight, need_x, need_w)
+        ctx.need_b = need_b and bias is not None
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-        return _linear_backward(ctx, grad)
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None, None]:
+        x, weight = ctx.saved_tensors
+        need_x, need_w, _, _ = ctx.needs_input_grad
+        entry: _LinearGrad | None = ctx.entry
+        if (
+            entry is None or type(grad) is not Tensor or torch.is_grad_enabled() or grad.is_neg()
+            or torch._C._len_torch_dispatch_stack()
+        ):  # fmt: skip
+            return (*_linear_grads_op(grad, x, weight, need_x, need_w, ctx.need_b), None)
+        g2 = grad if grad.dim() == 2 else grad.reshape(-1, entry.n)
+        return (
+            entry.grad_x(g2, weight) if need_x else None,
+            entry.grad_w(g2, x) if need_w else None,
+            g2.sum(0) if ctx.need_b else None,
+            None,
+        )
+
+
+_EAGER_LINEAR_APPLY = _direct_apply(_EagerLinear)
 
 
 def _plain(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
@@ -394,13 +552,20 @@ def _plain(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)`` through the bundled kernels: the registered operator under compile, a tensor
     subclass or a dispatch mode; else the cached runner directly (the same kernels, less host time), inside an
-    autograd.Function where a gradient is recorded (the op's own autograd wrapper costs more host time)."""
+    autograd.Function applied from C++ where a gradient is recorded (the operator's autograd kernel costs more host
+    time: the dispatcher's round trip); torch's own F.linear and autograd where its kernel would run anyway."""
     if torch.compiler.is_compiling() or type(x) is not Tensor or torch._C._len_torch_dispatch_stack():
         return linear_op(x, weight, bias)
     if torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     ):
-        return _EagerLinear.apply(x, weight, bias)  # type: ignore[no-any-return]
+        if _functorch_active():  # x may be a transform's wrapper: the runner is resolved on the unwrapped tensors
+            return _EagerLinear.apply(x, weight, bias, None)  # type: ignore[no-any-return]
+        x, weight, bias = _unwrap(x), _unwrap(weight), bias if bias is None else _unwrap(bias)
+        entry = _linear_grad(x, weight, bias)
+        if entry is None:  # torch's kernel runs it (a fallback, or arguments torch refuses): torch's autograd too
+            return F.linear(x, weight, bias)
+        return _EAGER_LINEAR_APPLY(x, weight, bias, entry)  # type: ignore[no-any-return]
     return _cached(_LINEAR, _linear_runner, x, weight, bias)
 
 

@@ -249,3 +249,85 @@ def test_an_eager_call_under_a_compiling_frame_is_not_traced() -> None:
         for _ in range(2):
             close(f(x), F.linear(2 * x, w) + 1, torch.float32)
     assert counter.frame_count == 2  # the two halves of f around the break, nothing of theodolite's
+
+
+def _count(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[object]:
+    """Record each call of ``module.name`` (its first argument) while the test runs."""
+    calls: list[object] = []
+    real = getattr(module, name)
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_repeated_forward_and_backward_resolves_nothing_new(monkeypatch: pytest.MonkeyPatch,
+                                                              dtype: torch.dtype) -> None:  # fmt: skip
+    """The second step of a training loop (same shapes, new tensors) selects no config and makes no runner, forward
+    or backward, and its gradients are torch's; the forward's runner is the one a call without a gradient made."""
+    selections = _count(monkeypatch, api, "select_problem")
+    made = [_count(monkeypatch, ops, "_linear_runner"), _count(monkeypatch, ops, "_mm_runner")]
+    with torch.no_grad():
+        ops.linear(torch.randn(2, 5, 24).to(dtype), torch.randn(16, 24).to(dtype), torch.randn(16).to(dtype))
+    assert (len(selections), len(made[0])) == (1, 1)
+    for step in range(2):
+        x = torch.randn(2, 5, 24).to(dtype).requires_grad_()
+        w = torch.randn(16, 24).to(dtype).requires_grad_()
+        b = torch.randn(16).to(dtype).requires_grad_()
+        g = torch.randn(2, 5, 16).to(dtype)
+        got = torch.autograd.grad(ops.linear(x, w, b), (x, w, b), g)
+        xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, w, b))
+        want = torch.autograd.grad(F.linear(xd, wd, bd), (xd, wd, bd), g.double())
+        for gg, ww in zip(got, want, strict=True):
+            close(gg, ww.to(dtype), dtype)
+        if step == 0:
+            layouts = sorted(p.layout for p in selections)  # type: ignore[attr-defined]
+            assert layouts == ["nn", "nt", "tn"], layouts  # forward X @ W.T, dX = dY @ W, dW = dY.T @ X
+            first = (len(selections), [len(m) for m in made])
+    assert (len(selections), [len(m) for m in made]) == first == (3, [1, 2])
+
+
+def test_backward_saves_only_what_it_reads() -> None:
+    """W alone when only X needs a gradient, X alone when only W does: no tensor kept alive for nothing."""
+    x, w = torch.randn(8, 24), torch.randn(16, 24)
+    for entry in (ops.linear, ops.linear_op):
+        only_x = entry(x.requires_grad_(), w.detach(), None)
+        x_saved, w_saved = only_x.grad_fn.saved_tensors  # type: ignore[union-attr]
+        assert x_saved is None and w_saved is not None and w_saved.data_ptr() == w.data_ptr()
+        only_w = entry(x.detach(), w.requires_grad_(), None)
+        x_saved, w_saved = only_w.grad_fn.saved_tensors  # type: ignore[union-attr]
+        assert w_saved is None and x_saved is not None and x_saved.data_ptr() == x.data_ptr()
+        x.requires_grad_(False)
+        w.requires_grad_(False)
+
+
+def test_a_repeated_step_plans_nothing_on_the_launch_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's host path on the CPU (launch cache on, each kernel launch a no-op, as in
+    experiments/linear_host_path.py): the first forward and backward plan three GEMMs (X @ W.T, dY @ W, dY.T @ X),
+    a second one of the same metadata plans none and selects nothing."""
+    from theodolite.kernels import launch
+
+    def compile_stub(self):  # type: ignore[no-untyped-def]
+        self.ordered = [*self.args, *self.kwargs.values()]
+        self.runner = lambda *args: None
+        return True
+
+    monkeypatch.setattr(launch._Launch, "compile", compile_stub)
+    monkeypatch.setattr(launch, "fast_launch_enabled", lambda: True)
+    monkeypatch.setattr(launch, "_FAST", {})  # its no-op entries leave with the test
+    plans = _count(monkeypatch, launch, "plan_gemm")
+    selections = _count(monkeypatch, api, "select_problem")
+    x = torch.randn(8, 24, requires_grad=True)
+    w = torch.randn(16, 24, requires_grad=True)
+    g = torch.randn(8, 16)
+    torch.autograd.grad(ops.linear(x, w), (x, w), g)
+    assert (len(plans), len(selections)) == (3, 3)
+    for _ in range(2):
+        x = torch.randn(8, 24, requires_grad=True)
+        dx, dw = torch.autograd.grad(ops.linear(x, w), (x, w), g)
+        assert dx.shape == x.shape and dw.shape == w.shape
+    assert (len(plans), len(selections)) == (3, 3)
