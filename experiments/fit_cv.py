@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from theodolite.model.calibration_cv import cross_validate, fit_regularised, selection_scores
-from theodolite.model.calibration_fit import LEVEL, Objective, Timing, fit
-from theodolite.model.calibration_probes import FIT_PARAMETERS, probe_parameters
+from theodolite.model.calibration_fit import LEVEL, Objective, Timing, fit, floors
+from theodolite.model.calibration_probes import FIT_PARAMETERS, l2_scale_floor, probe_parameters
 from theodolite.model.hardware import MODEL_PARAMETERS
 from theodolite.probes.model_stage import stored_timings
 
@@ -42,6 +42,7 @@ class Variant:
     objective: Objective = LEVEL
     choose_weight: bool = False
     with_probes: bool = False  # the probes' timings join the fit's data (never held out)
+    l2_floor: bool = False  # model_l2_bandwidth_scale bounded below by the iteration probe's K-step slope
 
 
 def variants() -> dict[str, Variant]:
@@ -61,6 +62,10 @@ def variants() -> dict[str, Variant]:
         "joint": Variant(fitted, LEVEL, False, True),
         "joint+prior": Variant(fitted, prior, True, True),
         "joint+regret+prior": Variant(fitted, regret, True, True),
+        # the tile loads' HBM share fitted too (model_hbm_bandwidth_scale, structural 1.0 in the model stage)
+        "level+prior+hbm": Variant((*fitted, "model_hbm_bandwidth_scale"), prior, True),
+        "level+prior+l2floor": Variant(fitted, prior, True, l2_floor=True),
+        "level+prior+hbm+l2floor": Variant((*fitted, "model_hbm_bandwidth_scale"), prior, True, l2_floor=True),
     }
 
 
@@ -132,7 +137,10 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = lambda 
         sweep = sweep_all if measured.device_name == sweep_device else []
         per: dict[str, object] = {}
         for name in chosen:
-            per[name] = result = run_variant(profile, timings, base, table[name], args.folds, sweep, probed)
+            # the L2 scale no lower than the iteration probe's timings allow (calibration_probes.l2_scale_floor)
+            floor = l2_scale_floor(measured, stored.get("iteration", [])) if table[name].l2_floor else {}
+            with floors(floor):
+                per[name] = result = run_variant(profile, timings, base, table[name], args.folds, sweep, probed)
             cv = result["cv"]
             sw = result.get("sweep") or {}
             line = (f"{measured.device_name[:12]:12s} {name:16s} cv geo {cv['geomean']:.3f} p5 {cv['p5']:.3f} "

@@ -42,6 +42,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "model_mma_small_rate": (0.02, 1.0),
     "model_l2_bandwidth_scale": (0.2, 5.0),
     "model_tma_l2_bandwidth_scale": (0.2, 5.0),
+    "model_hbm_bandwidth_scale": (0.2, 2.0),
     "model_flatten_hiding": (0.01, 1.0),
     "model_streamk_reduce_cost": (0.05, 20.0),
     "model_tma_iteration_overhead": (0.01, 2000.0),
@@ -93,6 +94,21 @@ def overrides(values: Mapping[str, float]) -> Iterator[None]:
     finally:
         hardware_module._OVERRIDES.clear()
         hardware_module._OVERRIDES.update(saved)
+
+
+@contextlib.contextmanager
+def floors(lower: Mapping[str, float]) -> Iterator[None]:
+    """Parameters' lower bounds raised inside the block only: a probe's measurement that rules out smaller values
+    (``calibration_probes.l2_scale_floor``) binds every fit made inside, the cross-validation's included."""
+    saved = dict(BOUNDS)
+    for name, value in lower.items():
+        low, high = BOUNDS[name]
+        BOUNDS[name] = (min(max(low, float(value)), high), high)
+    try:
+        yield
+    finally:
+        BOUNDS.clear()
+        BOUNDS.update(saved)
 
 
 class Predictor:

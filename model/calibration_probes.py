@@ -29,6 +29,9 @@ model_streamk_slowdown                 structure     1: tail slices run in K loc
 model_scalar_round_trips               structure     1: never binds (ceil of loads per thread over in-flight is >= 1)
 model_scalar_loads_in_flight           structure     64: outstanding element-wise loads per thread
 model_mma_instruction_overhead         structure     1.25: no fit ever moved it from its default
+model_hbm_bandwidth_scale              structure     1: tile loads read HBM at hbm_read_bandwidth (fitted, both GPUs
+                                                     gave 0.69-0.72 and the cross-validated picks got worse:
+                                                     experiments/fit_cv.py variant level+prior+hbm)
 model_tma_iteration_overhead           structure     0: TMA K-steps cost what pointer-based ones do (fits gave 1-3
                                                      cycles, below what the calibration set resolves: it hit its bound)
 model_issue_rate, model_load_instructions, model_mma_max_n, model_mma_min_m: structure (instruction widths and
@@ -40,8 +43,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from theodolite.kernels.config import DTYPE_BYTES
 
 from theodolite.profile.schema import Profile
+
+if TYPE_CHECKING:
+    from theodolite.model.calibration_fit import Timing
 
 # calibration-fit parameters: fitted together on the calibration shape set
 FIT_PARAMETERS = (
@@ -115,6 +124,34 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
               ("persistent/64x64x64/g8/w4/s4/k1", "persistent/128x64x64/g8/w4/s3/k1"), "level",
               "A's rows misaligned (odd K), too small to copy: element-wise loads along K"),
     ]  # fmt: skip
+
+
+def l2_scale_floor(profile: Profile, timings: Sequence[Timing]) -> dict[str, float]:
+    """The least ``model_l2_bandwidth_scale`` the iteration probe's timings allow: its one wave of 128x256 tiles reads
+    every tile's A and B K-panels from L2 once per K-step (no multicast), so the measured time per K-step (the slope
+    between two K) bounds the L2 bandwidth those loads reach from below: wave bytes per step / step time, over the
+    profile's ``l2_bandwidth``, the smallest over the pairs.  A fit that goes below it makes the probe's own shapes
+    L2-bound at up to twice their measured time (H100: a scale of 0.56 against the 1.22 these timings imply), and the
+    compute-bound big tiles with them.  {} where no pair is timed.  experiments/fit_cv.py's ``+l2floor`` variants bound
+    the fit with it; the model stage does not yet: on the stored calibration timings its cross-validated picks did not
+    improve (experiments/README.md, model_residuals.py)."""
+    from theodolite.kernels.config import GemmConfig
+    from theodolite.model.calibration_fit import slope_pairs
+
+    bandwidth = float(profile.value("l2_bandwidth"))
+    sms = int(profile.value("sm_count"))
+    rates = []
+    for a, b in slope_pairs(timings):
+        short, long_ = timings[a], timings[b]
+        cfg = GemmConfig.from_key(short.key)
+        tiles = -(-short.m // cfg.block_m) * -(-short.n // cfg.tile_n)
+        steps = -(-long_.k // cfg.block_k) - -(-short.k // cfg.block_k)
+        elapsed = long_.seconds - short.seconds
+        if tiles > sms or steps <= 0 or elapsed <= 0 or cfg.variant == "tma":
+            continue  # more than one wave, or no K-steps between them: the pair bounds nothing
+        step_bytes = tiles * (cfg.block_m + cfg.tile_n) * cfg.block_k * DTYPE_BYTES[short.dtype]
+        rates.append(step_bytes * steps / elapsed)
+    return {"model_l2_bandwidth_scale": min(rates) / bandwidth} if rates and bandwidth > 0 else {}
 
 
 def probe_parameters() -> tuple[str, ...]:

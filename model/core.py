@@ -55,6 +55,10 @@ class NumpyOps:
     def clip01(x: Any) -> Any:
         return np.clip(x, 0.0, 1.0)
 
+    @staticmethod
+    def take(table: tuple[float, ...], index: Any) -> Any:
+        return np.asarray(table)[np.asarray(index, dtype=np.intp)]
+
 
 class ScalarOps:
     minimum = staticmethod(min)
@@ -70,6 +74,10 @@ class ScalarOps:
     @staticmethod
     def clip01(x: float) -> float:
         return 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
+
+    @staticmethod
+    def take(table: tuple[float, ...], index: Any) -> float:
+        return table[int(index)]
 
 
 def cost(
@@ -204,7 +212,7 @@ def cost(
     # slices, as this traffic says (experiments, Stream-K "how many K-slices")
     workspace = ops.where(reduces, units, 0.0) * c.elems * PARTIAL_BYTES
     l2_time = (total_steps * c.panel * step_bytes + 2.0 * workspace) / hw.l2_bandwidth
-    hbm_bw = hw.hbm_read_bandwidth * (mn(1.0, 0.9 * active_f / hw.hbm_saturation_sms) if hw.hbm_saturation_sms else 1.0)
+    hbm_bw = hw.hbm_tile_bandwidth * read_share(active_f, hw, ops)
     store = ops.where(c.is_sk, tiles * out_bytes, ops.where(c.is_split, tiles * c.split * PARTIAL_BYTES,
                                                             items * out_bytes)) * c.elems  # fmt: skip
     hbm_time = (total_steps / conc * hbm_step + workspace) / hbm_bw + (store + workspace) / hw.hbm_write_bandwidth
@@ -215,7 +223,7 @@ def cost(
     # its chain of partial tiles moves at one SM's bandwidth (tiles beyond one per SM queue), unless the
     # aggregate workspace traffic is slower
     partials = tiles * c.split * c.elems * PARTIAL_BYTES
-    ws_bw = ops.where(partials <= hw.l2_effective_bytes, hw.l2_bandwidth, hw.hbm_read_bandwidth)
+    ws_bw = ops.where(partials <= hw.l2_effective_bytes, hw.l2_bandwidth, hw.hbm_tile_bandwidth)
     chain = ceil(tiles / sm) * c.split * c.elems * PARTIAL_BYTES * hw.splitk_reduce_cost / hw.sm_bandwidth
     # a cooperative reduction (kernels' config.cooperative_reduction, vectorised here: a deep split whose grid is one
     # program per SM or fewer) puts that chain on every slice, each reading ceil(TAIL_CHUNKS / split) row chunks of
@@ -259,6 +267,16 @@ def cost(
         "#iterations": iters,
         "#tail_split": ops.where(reduces, sk_split, 1.0),  # K-slices per tile of a Stream-K last wave
     }
+
+
+def read_share(active: Any, hw: Hardware, ops: Any = NumpyOps) -> Any:
+    """Share of the HBM read bandwidth ``active`` SMs reach (whole SM counts, at most the GPU's): the profile's measured
+    curve (``hardware.read_shares``), else a linear ramp to 90% at the saturation count, else all of it."""
+    if hw.hbm_read_share:
+        return ops.take(hw.hbm_read_share, active)
+    if hw.hbm_saturation_sms:
+        return ops.minimum(1.0, 0.9 * active / hw.hbm_saturation_sms)
+    return 1.0
 
 
 def stage_wait(latency: Any, stream: Any, l2_step: Any, lat_div: Any, ops: Any = NumpyOps) -> Any:
@@ -319,10 +337,15 @@ def hardware_tuple(hw: Hardware) -> tuple[float, ...]:
     """The Hardware fields scalar_cost reads, in its unpacking order."""
     return (
         float(hw.element_bytes), hw.l2_effective_bytes, hw.l2_latency_s, hw.hbm_latency_s, hw.iteration_overhead_s,
-        hw.tile_overhead_s, hw.l2_bandwidth, hw.hbm_read_bandwidth, hw.hbm_saturation_sms, hw.hbm_write_bandwidth,
+        hw.tile_overhead_s, hw.l2_bandwidth, hw.hbm_tile_bandwidth, hbm_ramp(hw), hw.hbm_write_bandwidth,
         hw.launch_kernel_s, hw.program_start_s, hw.streamk_slowdown, hw.sm_bandwidth, hw.streamk_reduce_cost,
         hw.splitk_reduce_cost,
     )  # fmt: skip
+
+
+def hbm_ramp(hw: Hardware) -> tuple[float, ...]:
+    """read_share at every whole SM count 0..sm_count (the scalar path indexes it)."""
+    return tuple(float(read_share(a, hw, ScalarOps)) for a in range(hw.sm_count + 1))
 
 
 def scalar_params(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> tuple[float, ...]:
@@ -330,8 +353,8 @@ def scalar_params(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) ->
     the config's fields (``SCALAR_FIELDS`` order) and the hardware's (``hardware_tuple`` order)."""
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh,
      it_extra, stage_fill, prefetch, is_flat, stream, sync) = c  # fmt: skip
-    (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_sat, hbm_write, _launch, prog_start, sk_slow,
-     sm_bw, sk_reduce, split_reduce) = h  # fmt: skip
+    (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_share, hbm_write, _launch, prog_start,
+     sk_slow, sm_bw, sk_reduce, split_reduce) = h  # fmt: skip
     it_over = it_over + it_extra  # this config's loop bookkeeping per K-iteration
     step_bytes = bk * e
     item_bytes = (PARTIAL_BYTES if is_split else out_bytes) * elems
@@ -345,7 +368,7 @@ def scalar_params(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) ->
         tile_over * (1.0 - fh) + item_bytes / sm_bw,  # item_over: per work item, its overhead and epilogue's writes
         1.0 - fh,  # kept: the share of the fixed cost a flattened loop does not hide
         fh, tile_over, stage_fill, prefetch, is_flat, stream, bool(sync), launch_fixed, out_bytes, elems, sm_bw,
-        sk_reduce, sk_slow, l2_bw, l2_eff, hbm_read, hbm_sat, hbm_write,
+        sk_reduce, sk_slow, l2_bw, l2_eff, hbm_read, hbm_share, hbm_write,
         split * partial_tile * split_reduce / sm_bw,  # reduce_chain: one tile's reduction chain per wave of tiles
         coop, -(-TAIL_CHUNKS // split) / TAIL_CHUNKS if split >= 1 else 1.0,
     )  # fmt: skip
@@ -357,7 +380,7 @@ def scalar_time(p: tuple[float, ...], m: int, n: int, k: int, batch: int = 1) ->
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, sm, per_program, lat_div, per_sm, busy,
      it_over, step_bytes, request_step, l2_lat, lat_span, start_per_sm, item_bytes, partial_tile, item_over, kept,
      fh, tile_over, stage_fill, prefetch, is_flat, stream, sync, launch_fixed, out_bytes, elems, sm_bw, sk_reduce,
-     sk_slow, l2_bw, l2_eff, hbm_read, hbm_sat, hbm_write, reduce_chain, coop, coop_share) = p  # fmt: skip
+     sk_slow, l2_bw, l2_eff, hbm_read, hbm_share, hbm_write, reduce_chain, coop, coop_share) = p  # fmt: skip
     tm = -(-m // bm)
     tn = -(-n // bn)
     kt = -(-k // bk)
@@ -450,11 +473,7 @@ def scalar_time(p: tuple[float, ...], m: int, n: int, k: int, batch: int = 1) ->
     kernel = (total_steps * request_step + 2.0 * workspace) / l2_bw
     if sm_time > kernel:
         kernel = sm_time
-    hbm_bw = hbm_read
-    if hbm_sat:
-        share = 0.9 * active_f / hbm_sat
-        if share < 1.0:
-            hbm_bw *= share
+    hbm_bw = hbm_read * hbm_share[int(active_f)]  # read_share
     hbm_time = (total_steps / conc * hbm_step + workspace) / hbm_bw + (store + workspace) / hbm_write
     if hbm_time > kernel:
         kernel = hbm_time

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from theodolite.kernels.config import DTYPE_BYTES, DTYPE_THROUGHPUT_METRIC, KernelLimits
 
 from theodolite.errors import ProfileError
@@ -110,6 +111,14 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "L2 bandwidth the kernels' tile loads reach relative to the profile's l2_bandwidth probe (whole-line "
         "requests of neighbouring SMs for the same panels)",
     ),
+    "model_hbm_bandwidth_scale": (
+        1.0,
+        "HBM read bandwidth the kernels' tile loads reach relative to the profile's hbm_read_bandwidth probe (a "
+        "streaming read): the K-panels of the tiles in flight are row segments of 128-512 bytes a row stride apart, "
+        "not one sequential stream (H100 exhaustive sweep, HBM-bound configs: predicted/measured 0.70 at 1.0, alike "
+        "for 64-256 wide tiles and any concurrency; fitted on the calibration set it gave 0.69-0.72 on both GPUs but "
+        "worse cross-validated picks, so it stays a structural 1.0: experiments/fit_cv.py level+prior+hbm)",
+    ),
     "model_tma_l2_bandwidth_scale": (
         1.0,
         "L2 bandwidth a TMA kernel's bulk tensor copies reach relative to a pointer-based kernel's tile loads "
@@ -188,6 +197,7 @@ class Hardware:
     tma_iteration_overhead_s: float  # model_tma_iteration_overhead in seconds
     composite_iteration_overhead_s: float  # model_composite_iteration_overhead in seconds
     tma_l2_bandwidth_scale: float  # model_tma_l2_bandwidth_scale
+    hbm_tile_bandwidth: float  # B/s the tile loads of all SMs reach: hbm_read_bandwidth x model_hbm_bandwidth_scale
     scalar_vec: float  # effective bytes per load instruction of a misaligned operand whose rows run along M or N
     scalar_vec_k: float  # the same for a misaligned operand whose rows run along K
     scalar_in_flight: float  # scalar loads a thread keeps outstanding
@@ -201,6 +211,9 @@ class Hardware:
     mma_max_n: float
     limits: KernelLimits
     defaults_used: tuple[str, ...] = ()  # fitted model parameters taken from the code defaults (no fit in profile)
+    # share of hbm_read_bandwidth that a active SMs reach, index a = 0..sm_count (memory.read_shares); () where the
+    # profile has no read-against-SMs curve: the linear ramp to hbm_saturation_sms instead
+    hbm_read_share: tuple[float, ...] = ()
 
     @property
     def per_sm_copy(self) -> float:
@@ -278,6 +291,25 @@ def launch_seconds(profile: Profile) -> float:
     return float(graph if graph is not None else profile.value("launch_overhead"))
 
 
+def read_shares(profile: Profile, sms: int) -> tuple[float, ...]:
+    """The share of the HBM read bandwidth that 0..``sms`` active SMs reach, read off the profile's measured
+    ``hbm_read_bandwidth_vs_sms`` curve (interpolated, relative to its best point; linear from no SM to its first
+    point), or () where the profile lacks it.  The curve is concave: one SM alone streams at its own copy ceiling
+    (H100: 93 GB/s), sixteen reach 44% of the best, so the linear ramp to the 90% point (hbm_saturation_sms) prices a
+    kernel with few programs in flight (a skinny shape's few wide tiles) at ~60% of what its SMs read."""
+    curve = profile.curves.get("hbm_read_bandwidth_vs_sms")
+    if curve is None or len(curve.x) < 2:
+        return ()
+    x = np.concatenate(([0.0], np.asarray(curve.x, dtype=np.float64)))
+    y = np.concatenate(([0.0], np.asarray(curve.y, dtype=np.float64)))
+    best = float(np.max(y))
+    if not best > 0:
+        return ()
+    # a running maximum: more SMs never read less (a noisy point past the knee does not make the model non-monotone)
+    share = np.maximum.accumulate(np.interp(np.arange(sms + 1, dtype=np.float64), x, y) / best)
+    return tuple(float(v) for v in np.minimum(share, 1.0))
+
+
 def hardware(profile: Profile, dtype: str) -> Hardware:
     """Read the profile once for a dtype (cached by the caller per fingerprint)."""
     get = profile.get
@@ -327,6 +359,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         tma_iteration_overhead_s=_parameter(profile, "model_tma_iteration_overhead") / clock,
         composite_iteration_overhead_s=_parameter(profile, "model_composite_iteration_overhead") / clock,
         tma_l2_bandwidth_scale=_parameter(profile, "model_tma_l2_bandwidth_scale"),
+        hbm_tile_bandwidth=hbm_read * _parameter(profile, "model_hbm_bandwidth_scale"),
         scalar_vec=DTYPE_BYTES[dtype] / _parameter(profile, "model_scalar_load_cost"),
         scalar_vec_k=DTYPE_BYTES[dtype]
         / (_parameter(profile, "model_scalar_load_cost") * _parameter(profile, "model_scalar_k_load_share")),
@@ -341,4 +374,5 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         mma_max_n=_parameter(profile, "model_mma_max_n"),
         limits=limits,
         defaults_used=defaults_used(profile),
+        hbm_read_share=read_shares(profile, sms),
     )

@@ -26,11 +26,10 @@ def window_footprint(
 
 
 def hbm_bandwidth(active_sms: np.ndarray, hw: Hardware) -> np.ndarray:
-    """Read bandwidth reachable from ``active_sms`` SMs: linear up to the saturation count."""
-    if hw.hbm_saturation_sms <= 0:
-        return np.full(np.shape(active_sms), hw.hbm_read_bandwidth)
-    # the profile's saturation count is where 90% of the bandwidth is reached
-    return hw.hbm_read_bandwidth * np.minimum(1.0, 0.9 * active_sms / hw.hbm_saturation_sms)
+    """Read bandwidth reachable from ``active_sms`` SMs (whole counts): the profile's curve (core.read_share)."""
+    from theodolite.model.core import read_share
+
+    return hw.hbm_read_bandwidth * np.broadcast_to(read_share(active_sms, hw), np.shape(active_sms))
 
 
 def aligned_copy_time(problem_bytes: tuple[float, float], copies: tuple[bool, bool], hw: Hardware) -> float:

@@ -6,6 +6,7 @@ import dataclasses
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from theodolite.kernels.config import GemmConfig, Problem, operand_loads
 from theodolite.model import core
@@ -247,3 +248,64 @@ def test_few_tiles_over_a_long_element_wise_k_split_deep(profile_file: str) -> N
     assert pick.split_k >= 32
     k16 = predict(problem, GemmConfig("splitk", 16, 64, 128, 8, 4, 4, split_k=16), profile).time_s
     assert predict(problem, pick, profile).time_s < k16
+
+
+def test_hbm_read_share_follows_the_profiles_measured_curve() -> None:
+    """The HBM bandwidth a kernel's active SMs reach is read off the profile's hbm_read_bandwidth_vs_sms curve (one SM
+    alone streams at its own ceiling: the H100 curve's 93 GB/s of 3076 at 132 SMs), not the linear ramp to 90% at
+    hbm_saturation_sms (which gave one SM 3197 x 0.9 / 53 = 54 GB/s and 16 SMs 0.27 of the best, measured 0.44)."""
+    from theodolite.model.hardware import read_shares
+
+    profile = _measured_h100()
+    curve = profile.curves["hbm_read_bandwidth_vs_sms"]
+    best = float(max(curve.y))
+    shares = read_shares(profile, 132)
+    assert len(shares) == 133 and shares[0] == 0.0 and shares[132] == pytest.approx(1.0)
+    for sms, read in zip(curve.x, curve.y, strict=True):
+        assert shares[int(sms)] == pytest.approx(max(float(read) for x, read in zip(curve.x, curve.y, strict=True)
+                                                     if x <= sms) / best)  # fmt: skip
+    assert all(a <= b for a, b in zip(shares, shares[1:], strict=False))  # more SMs never read less
+    hw = hardware(profile, "bf16")
+    linear = 0.9 * 16 / hw.hbm_saturation_sms
+    assert core.read_share(np.array([16.0]), hw)[0] > 1.5 * linear  # the curve, not the ramp
+    # a profile without the curve keeps the ramp
+    bare = dataclasses.replace(profile, curves={k: c for k, c in profile.curves.items()
+                                                if k != "hbm_read_bandwidth_vs_sms"})  # fmt: skip
+    assert read_shares(bare, 132) == ()
+    assert core.read_share(np.array([16.0]), hardware(bare, "bf16"))[0] == pytest.approx(linear)
+
+
+def test_few_tiles_of_a_long_skinny_gemm_read_hbm_at_the_curves_rate() -> None:
+    """A GEMM of four 16x128 tiles over K 51584 (2x480x51584, H100 sweep: 198 us measured with persistent 16x128x128,
+    the ramp predicted 230 us from 4 SMs at 54 GB/s each) is HBM-bound at what four SMs read on the curve."""
+    reset_parameters()
+    clear_tables()
+    profile = _measured_h100_with("model_hbm_bandwidth_scale", 1.0)
+    problem = Problem(2, 480, 51584)
+    config = GemmConfig("persistent", 16, 128, 128, num_warps=4, num_stages=4)
+    result = predict(problem, config, profile)
+    hw = hardware(profile, "bf16")
+    b_bytes = 480 * 51584 * 2
+    four = hw.hbm_read_bandwidth * hw.hbm_read_share[4]
+    assert result.breakdown["hbm_time"] == pytest.approx(b_bytes / four, rel=0.05)
+    assert 4 * 80e9 < four < 4 * 100e9  # four SMs at about the one-SM ceiling (H100: 93 GB/s)
+    clear_tables()
+
+
+def test_hbm_bandwidth_scale_divides_the_tile_reads_hbm_time() -> None:
+    """model_hbm_bandwidth_scale: the HBM read bandwidth the tile loads reach relative to hbm_read_bandwidth.  An
+    HBM-bound shape's (8x16384x16384: the weight matrix read once) HBM time scales as its inverse; a shape that fits
+    in L2 and is bound by its matrix work does not move."""
+    reset_parameters()
+    config = GemmConfig("persistent", 16, 128, 128, num_warps=4, num_stages=4)
+    one, slower = (_measured_h100_with("model_hbm_bandwidth_scale", value) for value in (1.0, 0.7))
+    clear_tables()
+    skinny = Problem(8, 16384, 16384)
+    times = [predict(skinny, config, profile).breakdown for profile in (one, slower)]
+    stores = 16 * 16384 * 2 / hardware(one, "bf16").hbm_write_bandwidth  # whole 16-row tiles written
+    assert times[1]["hbm_time"] - stores == pytest.approx((times[0]["hbm_time"] - stores) / 0.7, rel=1e-6)
+    assert predict(skinny, config, slower).time_s > 1.3 * predict(skinny, config, one).time_s
+    square = Problem(2048, 2048, 2048)
+    big = GemmConfig("persistent", 128, 256, 64, num_warps=8, num_stages=4, flatten=True)
+    assert predict(square, big, slower).time_s == pytest.approx(predict(square, big, one).time_s, rel=1e-9)
+    clear_tables()

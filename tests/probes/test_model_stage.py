@@ -245,3 +245,41 @@ def test_bundled_fit_holds_on_the_other_half_of_its_calibration_timings(name: st
     score = holdout(profile, timings, FIT_PARAMETERS, probed)
     assert score["shapes"] >= 8 and score["train_shapes"] >= 8
     assert score["geomean"] >= 0.90 and score["log_rms"] < 0.5, score
+
+
+def test_l2_scale_floor_is_what_the_iteration_probe_moved() -> None:
+    """The iteration probe's K-step slope bounds the L2 bandwidth of pointer-based tile loads from below: one wave of
+    121 tiles of 128x256x64 reads 121 x 384 x 64 x 2 bytes from L2 per K-step, so 0.63 us a step (the H100's timings)
+    is 9.4 TB/s, 1.28x the l2_bandwidth probe's 7.37; the floor is the smallest pair's figure."""
+    from theodolite.model.calibration_probes import l2_scale_floor
+
+    profile = load_profile(PROFILES / BUNDLED[0])
+    key = "persistent/128x256x64/g8/w8/s4/k1/f"
+    step = 0.63e-6
+    rows = [Timing(1408, 2816, k, "nn", key, 20e-6 + k // 64 * step) for k in (4096, 8192)]
+    rows.append(Timing(1408, 2816, 16384, "nn", key, rows[1].seconds + 128 * step * 1.1))  # a slower pair: the bound
+    floor = l2_scale_floor(profile, rows)["model_l2_bandwidth_scale"]
+    wave_bytes = 121 * (128 + 256) * 64 * 2
+    assert floor == pytest.approx(wave_bytes / (step * 1.1) / profile.value("l2_bandwidth"), rel=1e-9)
+    assert l2_scale_floor(profile, rows[:1]) == {}  # one K: no slope
+    # more tiles than SMs: several waves, the pair bounds nothing
+    assert l2_scale_floor(profile, [Timing(8192, 8192, t.k, "nn", key, t.seconds) for t in rows]) == {}
+    # the bundled profiles' own iteration timings: above the scale the fit chose before the floor bound it (0.56)
+    stored = stored_timings(profile)["iteration"]
+    assert l2_scale_floor(profile, stored)["model_l2_bandwidth_scale"] > 1.1
+
+
+def test_floors_bind_the_fit_inside_the_block_only() -> None:
+    """calibration_fit.floors raises a parameter's lower bound for every fit made inside (the prior's centre moves
+    into the bounds with it) and restores the bounds after, also on an error."""
+    from theodolite.model.calibration_fit import floors, prior_center
+
+    before = dict(BOUNDS)
+    with floors({"model_l2_bandwidth_scale": 1.3}):
+        assert BOUNDS["model_l2_bandwidth_scale"] == (1.3, before["model_l2_bandwidth_scale"][1])
+        assert prior_center("model_l2_bandwidth_scale", {"model_l2_bandwidth_scale": 1.0}) == pytest.approx(1.3)
+    assert before == BOUNDS
+    with pytest.raises(RuntimeError), floors({"model_l2_bandwidth_scale": 99.0}):
+        assert BOUNDS["model_l2_bandwidth_scale"][0] == BOUNDS["model_l2_bandwidth_scale"][1]  # capped at the top
+        raise RuntimeError
+    assert before == BOUNDS
