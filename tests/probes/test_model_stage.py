@@ -115,7 +115,8 @@ def synthetic():  # type: ignore[no-untyped-def]
     truth = {**current_parameters(measured), **KNOWN}
     bare = _bare(measured)
     before = dict(hardware_module._OVERRIDES)
-    settings = StageSettings(quick=True, shapes=16, bootstrap=3, budget_s=1e6)
+    # 24 shapes: at 16 the regularised fit left model_tma_l2_bandwidth_scale 31% off (0.86 against 1.25, spread 0.09)
+    settings = StageSettings(quick=True, shapes=24, bootstrap=3, budget_s=1e6)
     profile, report = run_stage(bare, _fake_gpu(bare, truth, 0.01), settings, progress=lambda *a: None,
                                 log=lambda text: None)  # fmt: skip
     assert before == hardware_module._OVERRIDES  # nothing leaks into selection
@@ -124,7 +125,7 @@ def synthetic():  # type: ignore[no-untyped-def]
 
 def test_stage_recovers_known_parameters_within_their_spread(synthetic) -> None:  # type: ignore[no-untyped-def]
     truth, profile, report = synthetic
-    assert report.shapes_timed == 16
+    assert report.shapes_timed == 24
     missed = []
     for name in FITTED_PARAMETERS:
         m = profile.metrics[name]
@@ -145,7 +146,7 @@ def test_stage_result_round_trips_with_its_provenance(synthetic, tmp_path) -> No
     loaded = load_profile(path)
     assert not [n for n, m in loaded.metrics.items() if n.startswith("model_") and m.method == "model-fit"]
     fitted = loaded.metrics["model_latency_hiding"].settings
-    assert fitted["seed"] == StageSettings().seed and fitted["shapes_timed"] == 16
+    assert fitted["seed"] == StageSettings().seed and fitted["shapes_timed"] == 24
     assert 0 < fitted["holdout"]["geomean"] <= 1.0 and fitted["residual_rms_log"] < 0.1
     assert loaded.metrics["model_launch_extra"].settings["probe"] == "launch"
     timings = stored_timings(loaded)
