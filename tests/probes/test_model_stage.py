@@ -151,7 +151,7 @@ def test_stage_result_round_trips_with_its_provenance(synthetic, tmp_path) -> No
     assert loaded.metrics["model_launch_extra"].settings["probe"] == "launch"
     timings = stored_timings(loaded)
     assert "calibration" in timings and "launch" in timings
-    assert len({t.shape for t in timings["calibration"]}) == 16
+    assert len({t.shape for t in timings["calibration"]}) == 24
     text = show(loaded)
     assert "calibration-probe" in text and "cross-validated (5 shape folds" in text
     assert (
