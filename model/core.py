@@ -333,7 +333,7 @@ def scalar_batches(c: Any, a_vec: float, b_vec: float, hw: Hardware, ops: Any = 
     return ops.maximum(ops.ceil(per_thread / hw.scalar_in_flight), hw.scalar_round_trips)
 
 
-def hardware_tuple(hw: Hardware) -> tuple[float, ...]:
+def hardware_tuple(hw: Hardware) -> tuple[Any, ...]:
     """The Hardware fields scalar_cost reads, in its unpacking order."""
     return (
         float(hw.element_bytes), hw.l2_effective_bytes, hw.l2_latency_s, hw.hbm_latency_s, hw.iteration_overhead_s,
@@ -348,7 +348,7 @@ def hbm_ramp(hw: Hardware) -> tuple[float, ...]:
     return tuple(float(read_share(a, hw, ScalarOps)) for a in range(hw.sm_count + 1))
 
 
-def scalar_params(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) -> tuple[float, ...]:
+def scalar_params(c: tuple[float, ...], h: tuple[Any, ...], out_bytes: int) -> tuple[Any, ...]:
     """One config's numbers for ``scalar_time``, with everything that does not depend on the shape computed once:
     the config's fields (``SCALAR_FIELDS`` order) and the hardware's (``hardware_tuple`` order)."""
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh,
@@ -374,7 +374,7 @@ def scalar_params(c: tuple[float, ...], h: tuple[float, ...], out_bytes: int) ->
     )  # fmt: skip
 
 
-def scalar_time(p: tuple[float, ...], m: int, n: int, k: int, batch: int = 1) -> float:
+def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> float:
     """``cost`` of one config (``scalar_params``) on Python numbers, hand-inlined for speed (~2 us).  Tests hold it
     equal to ``cost``; change both together."""
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, sm, per_program, lat_div, per_sm, busy,
