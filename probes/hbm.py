@@ -151,7 +151,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
     sweeps = np.empty((SATURATION_SWEEPS, len(counts)))
     for sweep in range(SATURATION_SWEEPS):
         for index, count in enumerate(counts):
-            size = min(nbytes, max(64 << 20, int(SWEEP_BYTES * count / ctx.sm_count)))
+            size = sweep_point_bytes(count, ctx.sm_count, nbytes)
             seconds, moved = streamers[count].read_seconds(src, size, launches=1)
             sweeps[sweep, index] = moved / seconds
     result.curves["hbm_read_bandwidth_vs_sms"] = sms_curve(np.array(counts, dtype=float), sweeps)
@@ -186,13 +186,21 @@ def run(ctx: ProbeContext) -> ProbeResult:
 # quick values implies), which moved the old interpolated 90% crossing by ~3% (up to 11% on a quick run's six
 # points); the fit of the median of 7 sweeps moves by ~0.7% at that noise (tests/probes/test_saturation_fit.py).
 # A sweep of 13 points takes a few milliseconds.
-# bytes one sweep point reads at all SMs, scaled down with the SM count: the same in quick and full runs (a quick run's
-# smaller buffer caps only the points above half the SMs), so both read the same curve.  Scaling with the buffer made
-# each low-SM point of a quick run half as long, and its 90% point 7-8% higher (57 against 53 SMs on each of two
-# H100s, fleet/node_bar.py)
-SWEEP_BYTES = 2 << 30
 SATURATION_SWEEPS = 7
 SATURATION_FRACTION = 0.9
+
+# bytes one sweep point reads at all SMs, scaled down with the SM count: the same in quick and full runs (a quick run's
+# smaller buffer caps only the points above half the SMs), so both read the same curve.  When the bytes scaled with
+# the buffer, a quick run's points from 8 SMs up read half a full run's, and its 90% point came out 7-8% higher on
+# each of two H100s, every round (57 against 53 SMs, fleet/node_bar.py): the one difference in how the two swept
+SWEEP_BYTES = 2 << 30
+SWEEP_MIN_BYTES = 64 << 20  # the fewest bytes a point reads: ~0.7 ms at one SM's ~90 GB/s, long against a launch
+
+
+def sweep_point_bytes(count: int, sm_count: int, buffer_bytes: int) -> int:
+    """Bytes the saturation sweep reads at ``count`` SMs: ``SWEEP_BYTES`` scaled by the SM share, at least
+    ``SWEEP_MIN_BYTES``, at most the buffer (which caps only the points above its share of ``SWEEP_BYTES``)."""
+    return min(buffer_bytes, max(SWEEP_MIN_BYTES, int(SWEEP_BYTES * count / sm_count)))
 
 
 def sms_curve(counts: np.ndarray, sweeps: np.ndarray) -> Curve:
