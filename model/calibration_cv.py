@@ -14,7 +14,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from theodolite.model.calibration_fit import LEVEL, FitResult, Objective, Predictor, Timing, data_residuals, fit
+from theodolite.model.calibration_fit import (
+    LEVEL,
+    FitResult,
+    Objective,
+    Predictor,
+    Timing,
+    data_residuals,
+    fit,
+    score_summary,
+)
 
 from theodolite.profile.schema import Profile
 
@@ -171,14 +180,6 @@ def _pooled(measured: Sequence[Timing], predicted: Sequence[Timing]) -> dict[str
             rho = spearmanr(pred[rows], meas[rows]).statistic
             if math.isfinite(rho):
                 ranks.append(rho)
-    eff = np.array(efficiencies)
-    logs = np.log(pred / meas)
-    return {
-        "log_rms": float(np.sqrt(np.mean(logs**2))),
-        "geomean": float(np.exp(np.mean(np.log(eff)))),
-        "p5": float(np.percentile(eff, 5)),
-        "min": float(eff.min()),
-        "abs_median": float(np.median(ratios)),
-        "spearman_median": float(np.median(ranks)) if ranks else math.nan,
-        "shapes": len(efficiencies),
-    }
+    score = score_summary(efficiencies, ratios, np.log(pred / meas))
+    score["spearman_median"] = float(np.median(ranks)) if ranks else math.nan
+    return score

@@ -337,6 +337,12 @@ def selection_score(profile: Profile, timings: Sequence[Timing], values: Mapping
         pick = min(rows, key=lambda i: predicted[i])
         efficiencies.append(min(predictor.measured[i] for i in rows) / predictor.measured[pick])
         ratios.append(predicted[pick] / predictor.measured[pick])
+    return score_summary(efficiencies, ratios, logs)
+
+
+def score_summary(efficiencies: Sequence[float], ratios: Sequence[float], logs: np.ndarray) -> dict[str, float]:
+    """A selection score from its parts: per shape the pick's efficiency and predicted / measured, and every timing's
+    log(predicted / measured)."""
     eff = np.array(efficiencies)
     return {
         "log_rms": float(np.sqrt(np.mean(logs**2))),

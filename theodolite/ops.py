@@ -171,10 +171,7 @@ def _cached(cache: dict[tuple[Any, ...], Runner], make: Callable[[Tensor, Tensor
     )  # fmt: skip
     run = cache.get(key)
     if run is None:
-        run = make(a, b, bias)
-        if len(cache) >= _CACHE_LIMIT:
-            cache.clear()
-        cache[key] = run
+        run = _runner(cache, make, key, a, b, bias)
     return run(a, b, bias)
 
 
