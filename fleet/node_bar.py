@@ -13,9 +13,11 @@
    The bar's verdict uses the full alone profile when there is one ("the same card calibrated alone").
 
 Run from the repository root:  PYTHONPATH=$PWD python3 fleet/node_bar.py [--lean] [--alone auto|quick|full|both]
-JSON under $OUT (node_bar.json); a short table last.  Expected runtime on 2x H100: about 5 minutes (alone 2 x ~45 s
-full + 2 x ~12 s quick, 3 rounds of ~60-70 s with the model stage; --lean rounds ~16 s); 4x H100: about 6-7 minutes
-(alone full only).  No new round starts past NODE_BAR_BUDGET_S (default 420 s), so the whole fits 8 minutes.
+JSON under $OUT (node_bar.json) and every profile, log and page of the run in one archive beside it
+(node-bar-files.tar.gz; the run itself works in NODE_BAR_WORK or a temporary folder); a short table last.
+Expected runtime on 2x H100: about 5 minutes (alone 2 x ~45 s full + 2 x ~12 s quick, 3 rounds of ~60-70 s with the
+model stage; --lean rounds ~16 s); 4x H100: about 6-7 minutes (alone full only).  No new round starts past
+NODE_BAR_BUDGET_S (default 420 s), so the whole fits 8 minutes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +40,30 @@ ROUNDS = 3
 BUDGET_S = float(os.environ.get("NODE_BAR_BUDGET_S", "420"))
 # how each alone profile is calibrated (the builds and model stage never touch the probes' metrics)
 ALONE_ARGS = {"full": ["--no-builds", "--no-model"], "quick": ["--quick", "--no-builds", "--no-model"]}
+
+
+ARCHIVE = "node-bar-files.tar.gz"
+ARCHIVE_LIMIT_BYTES = 15 << 20  # what one result file may weigh where the run's files are collected
+
+
+def pack(work: Path, out: Path, limit: int = ARCHIVE_LIMIT_BYTES) -> list[str]:
+    """Archive the run's files (logs and pages first, then profiles) into ``out/ARCHIVE`` within ``limit`` bytes.
+
+    One archive beside node_bar.json instead of ~20 loose files: collectors of a run's results often take a few
+    files and only two folders down.  Returns the members left out (over the limit), which the report names.
+    """
+    files = sorted((p for p in work.rglob("*") if p.is_file()), key=lambda p: (p.suffix == ".h5", str(p)))
+    left_out: list[str] = []
+    total = 0
+    with tarfile.open(out / ARCHIVE, "w:gz") as archive:
+        for path in files:
+            size = path.stat().st_size
+            if total + size > limit:
+                left_out.append(str(path.relative_to(work)))
+                continue
+            archive.add(path, arcname=str(path.relative_to(work)))
+            total += size
+    return left_out
 
 
 def _run(command: list[str], log: Path) -> tuple[int, float, str]:
@@ -167,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(os.environ.get("OUT", "node-bar-out"))
     out.mkdir(parents=True, exist_ok=True)
+    work = Path(os.environ.get("NODE_BAR_WORK") or tempfile.mkdtemp(prefix="node-bar-"))
+    work.mkdir(parents=True, exist_ok=True)
     count = torch.cuda.device_count()
     if count < 2:
         print(f"node_bar: needs a host with 2 or more GPUs, torch sees {count}", file=sys.stderr)
@@ -201,10 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         alone[kind] = []
         for index in range(count):
-            path = out / f"alone-{kind}" / f"gpu{index}.h5"
+            path = work / f"alone-{kind}" / f"gpu{index}.h5"
             path.parent.mkdir(parents=True, exist_ok=True)
             command = [*python, "calibrate", "--device", str(index), *ALONE_ARGS[kind], "--force", "-o", str(path)]
-            code, seconds, tail = _run(command, out / f"alone-{kind}-gpu{index}.log")
+            code, seconds, tail = _run(command, work / f"alone-{kind}-gpu{index}.log")
             report["alone"][f"{kind}/{index}"] = {
                 "exit": code,
                 "seconds": round(seconds, 1),
@@ -220,10 +250,10 @@ def main(argv: list[str] | None = None) -> int:
             report["rounds"].append({"round": number, "skipped": "time budget spent"})
             break
         round_begin = time.perf_counter()
-        folder = out / f"node_r{number}"
+        folder = work / f"node_r{number}"
         command = [*python, "calibrate", "--all-devices", "--quick", "--force", "-o", str(folder), *lean]
         state_before = gpu_state()
-        code, seconds, tail = _run(command, out / f"node_r{number}.log")
+        code, seconds, tail = _run(command, work / f"node_r{number}.log")
         entry: dict[str, Any] = {
             "round": number,
             "calibrate_exit": code,
@@ -234,13 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         if code:
             entry["calibrate_tail"] = tail
         # whether the builds were reused (seconds) or compiled (minutes: kernel sources unlike the bundled profiles')
-        log_text = (out / f"node_r{number}.log").read_text()
+        log_text = (work / f"node_r{number}.log").read_text()
         entry["builds"] = [line for line in log_text.splitlines() if "kernel builds" in line][:4]
         targets = _targets(folder, names)
         present = [t for t in targets if t.is_file()]
         check_code, check_s, check_tail = _run(
             [*python, "check", *map(str, present), "--against", str(reference), "--html", str(folder / "node.html")],
-            out / f"check_r{number}.log",
+            work / f"check_r{number}.log",
         )
         entry.update({"check_exit": check_code, "check_s": round(check_s, 1), "check_tail": check_tail[-800:]})
         profiles = [load_profile(t) if t.is_file() else None for t in targets]
@@ -274,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     report["per_metric"] = {kind: per_metric(rounds, kind) for kind in kinds}
     report["bar_no_false_alarm"] = len(rounds) == ROUNDS and all(r["check_exit"] == 0 for r in rounds)
     report["bar_within_5pct_judged"] = {kind: len(rounds) == ROUNDS and verdict(rounds, kind) for kind in kinds}
+    report["archive"] = {"file": ARCHIVE, "work": str(work), "left_out": pack(work, out)}
     save()
     print_table(report, count)
     return 0

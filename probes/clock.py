@@ -18,7 +18,7 @@ from theodolite.probes import analysis
 from theodolite.probes.common import ProbeContext, ProbeResult, clock64, globaltimer
 from theodolite.probes.matrix import _operands, mma_kernel
 
-from theodolite.profile.schema import Curve
+from theodolite.profile.schema import Curve, Measurement
 
 METHOD = "clock"
 
@@ -112,8 +112,19 @@ def sustained(ctx: ProbeContext, duration_s: float) -> tuple[np.ndarray, np.ndar
     return t, hz, polls
 
 
-def run(ctx: ProbeContext) -> ProbeResult:
-    result = ProbeResult()
+PEAK_CV_LIMIT = 0.01  # the peak clock's own spread limit (retries inside the probe)
+
+
+def peak_clock(ctx: ProbeContext) -> Measurement:
+    """The card's peak clock, measured once per calibration while the card is cold.
+
+    The spread guard re-runs the whole clock probe when the sustained clock is noisy; measured again right after
+    the first run's matrix train, the peak reads the warmed card (2x H200: 1.858 against 1.976 GHz on the same
+    card, a 6% false deviation).  So a quiet first peak is kept for the probe's later runs.
+    """
+    cold = ctx.cold_clock_max
+    if cold is not None and cold.cv <= PEAK_CV_LIMIT:
+        return cold
     max_clock_sample(ctx)  # first launch: compile and wake the card
     fma = analysis.measure_with_retries(
         lambda: max_clock_sample(ctx),
@@ -122,9 +133,17 @@ def run(ctx: ProbeContext) -> ProbeResult:
         "clock.fma_clock64_globaltimer",
         repeats=ctx.repeats,
         retries=ctx.retries,
-        cv_threshold=0.01,
+        cv_threshold=PEAK_CV_LIMIT,
         settings={"load": "fp32 FMA, one program per SM, ~ms per launch"},
     )
+    if cold is None:
+        ctx.cold_clock_max = fma
+    return fma
+
+
+def run(ctx: ProbeContext) -> ProbeResult:
+    result = ProbeResult()
+    fma = peak_clock(ctx)
     result.metrics["clock_max_hz"] = fma
     ctx.clock_max_hz = fma.value
 

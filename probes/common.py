@@ -94,4 +94,6 @@ class ProbeContext:
     capability: tuple[int, int] = (0, 0)
     clock_max_hz: float = 0.0
     clock_sustained_hz: float = 0.0
+    # the card's peak clock as first measured, cold: a re-run of the clock probe (spread guard) reuses it
+    cold_clock_max: Measurement | None = None
     log: Callable[[str], None] = print

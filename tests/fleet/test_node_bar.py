@@ -135,3 +135,22 @@ def test_main_end_to_end_with_the_gpus_faked(node_bar, h100, tmp_path, monkeypat
     assert report["rounds"][0]["builds"] and "reused" in report["rounds"][0]["builds"][0]
     out = capsys.readouterr().out
     assert "hbm_saturation_sms 7.0%" in out and "every judged metric within 5%" in out
+
+
+def test_pack_archives_the_run_within_the_limit(node_bar, tmp_path):
+    import tarfile
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    (work / "node_r1").mkdir(parents=True)
+    out.mkdir()
+    (work / "node_r1.log").write_text("calibrate log")
+    (work / "node_r1" / "node.html").write_text("<html></html>")
+    (work / "node_r1" / "gpu0.h5").write_bytes(b"\0" * 4000)
+    (work / "node_r1" / "gpu1.h5").write_bytes(b"\0" * 4000)
+    left_out = node_bar.pack(work, out, limit=6000)
+    assert [p.name for p in out.iterdir()] == [node_bar.ARCHIVE]  # one file beside the JSON, nothing loose
+    with tarfile.open(out / node_bar.ARCHIVE) as archive:
+        names = sorted(archive.getnames())
+    # logs and pages go first; the second profile no longer fits and is named, not silently dropped
+    assert names == ["node_r1.log", "node_r1/gpu0.h5", "node_r1/node.html"]
+    assert left_out == ["node_r1/gpu1.h5"]
