@@ -1,0 +1,66 @@
+"""The calibration fit's prior weight is chosen by held-out picks, ties by held-out residuals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from theodolite.model import calibration_cv
+from theodolite.model.calibration_fit import LEVEL, Timing
+
+ROWS = [Timing(m, 64, 64, "nn", key, 1e-6) for m in range(1, 10) for key in ("a", "b")]
+
+
+class FakeFit:
+    def __init__(self, weight: float) -> None:
+        self.values = {"w": weight}
+
+
+def patch(monkeypatch: pytest.MonkeyPatch, level: dict[float, float], regret: dict[float, float]) -> None:
+    """Each weight's held-out level loss and regret per shape, whatever the fold."""
+
+    def fake_fit(*args: Any, objective: Any, **kwargs: Any) -> FakeFit:
+        return FakeFit(objective.prior_weight)
+
+    def fake_level(profile: Any, test: list[Timing], values: dict[str, float], objective: Any) -> float:
+        return level[values["w"]]
+
+    def fake_regret(profile: Any, test: list[Timing], values: dict[str, float]) -> tuple[float, int]:
+        shapes = len({t.shape for t in test})
+        return regret[values["w"]] * shapes, shapes
+
+    monkeypatch.setattr(calibration_cv, "fit", fake_fit)
+    monkeypatch.setattr(calibration_cv, "heldout_loss", fake_level)
+    monkeypatch.setattr(calibration_cv, "heldout_regret", fake_regret)
+
+
+def choose(criterion: str) -> calibration_cv.Choice:
+    return calibration_cv.choose_prior_weight(
+        None,  # type: ignore[arg-type]
+        ROWS,
+        ["w"],
+        {},
+        LEVEL,
+        weights=(0.0, 8.0, 512.0),
+        criterion=criterion,
+    )
+
+
+def test_selection_beats_residuals(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the defaults (512) fit the levels best but pick worse held-out: the picks decide
+    patch(monkeypatch, level={0.0: 0.12, 8.0: 0.11, 512.0: 0.10}, regret={0.0: 0.03, 8.0: 0.05, 512.0: 0.06})
+    chosen = choose("selection")
+    assert chosen.weight == 0.0
+    assert chosen.losses == pytest.approx({0.0: 0.03, 8.0: 0.05, 512.0: 0.06})
+    assert choose("level").weight == 512.0
+
+
+def test_tied_picks_fall_back_to_residuals(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0 and 8 pick alike (within the tie), 8 fits the levels better; 512 picks worse whatever its levels
+    patch(monkeypatch, level={0.0: 0.12, 8.0: 0.11, 512.0: 0.01}, regret={0.0: 0.0300, 8.0: 0.0305, 512.0: 0.2})
+    assert choose("selection").weight == 8.0
+
+
+def test_unknown_criterion_is_refused() -> None:
+    with pytest.raises(ValueError, match="criterion"):
+        choose("median")
