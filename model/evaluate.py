@@ -56,6 +56,7 @@ class ShapeScore:
     peers: dict[str, float] = field(default_factory=dict)  # peer -> efficiency
     vs_torch: float = math.nan  # torch time / pick time (final round where it holds both)
     predicted_ms: float = math.nan  # the model's time for its pick (absolute accuracy: against pick_ms)
+    layout: str = ""  # nn, nt, ... (the breakdown by layout)
 
 
 @dataclass
@@ -152,7 +153,7 @@ def score_shape(
     return ShapeScore(
         shape.name, shape.M, shape.N, shape.K, pick, best_key, best_ms, pick_ms, efficiency,
         _spearman(predicted, actual), shape.torch_ms, _bottleneck(terms, i), peers,
-        shape.torch_versus(pick) or math.nan, float(times[i]) * 1e3,
+        shape.torch_versus(pick) or math.nan, float(times[i]) * 1e3, shape.layout,
     )  # fmt: skip
 
 
@@ -289,13 +290,40 @@ def write_parameters(
     return updated
 
 
+def suite_of(name: str) -> str:
+    """The suite a shape name belongs to: random-dev's devNNN, the wide suites' wideNNN, else llm.csv's names."""
+    if name.startswith("dev") and name[3:].isdigit():
+        return "random-dev"
+    if name.startswith("wide") and name[4:].isdigit():
+        return "wide"
+    return "llm"
+
+
+# M of decode and skinny shapes: serving's decode batches, the shapes where the tile rows matter most
+SKINNY_M = 64
+
+
+def breakdown(summary: Summary) -> dict[str, dict[str, float]]:
+    """Efficiency and Spearman by layout and by M (decode / skinny M <= SKINNY_M, larger): where the picks fail."""
+    groups: dict[str, list[ShapeScore]] = {}
+    for s in summary.shapes:
+        if s.layout:
+            groups.setdefault(f"layout {s.layout}", []).append(s)
+        groups.setdefault(f"M <= {SKINNY_M}" if s.M <= SKINNY_M else f"M > {SKINNY_M}", []).append(s)
+    return _grouped(groups)
+
+
 def per_suite(summary: Summary) -> dict[str, dict[str, float]]:
-    """Efficiency and Spearman per suite (shape names: llm.csv names vs random-dev's devNNN)."""
+    """Efficiency and Spearman per suite (by shape name: ``suite_of``)."""
     suites: dict[str, list[ShapeScore]] = {}
     for s in summary.shapes:
-        suites.setdefault("random-dev" if s.name.startswith("dev") else "llm", []).append(s)
+        suites.setdefault(suite_of(s.name), []).append(s)
+    return _grouped(suites)
+
+
+def _grouped(groups: dict[str, list[ShapeScore]]) -> dict[str, dict[str, float]]:
     out = {}
-    for name, scores in sorted(suites.items()):
+    for name, scores in sorted(groups.items()):
         stats = _stats([s.efficiency for s in scores])
         spear = [s.spearman for s in scores if math.isfinite(s.spearman)]
         stats["spearman_median"] = float(np.median(spear)) if spear else math.nan
@@ -320,9 +348,11 @@ def format_summary(summary: Summary, worst: int = 15) -> str:
             f"peer {name}: geomean {stats['geomean']:.4f}  p5 {stats['p5']:.4f}  min {stats['min']:.4f}"
             f"  (n={stats['count']})"
         )
-    for name, stats in per_suite(summary).items():
+    groups = [(f"suite {name}", stats) for name, stats in per_suite(summary).items()]
+    groups += list(breakdown(summary).items())
+    for name, stats in groups:
         lines.append(
-            f"suite {name}: geomean {stats['geomean']:.4f}  p5 {stats['p5']:.4f}  min {stats['min']:.4f}"
+            f"{name}: geomean {stats['geomean']:.4f}  p5 {stats['p5']:.4f}  min {stats['min']:.4f}"
             f"  Spearman median {stats['spearman_median']:.3f}  (n={stats['count']})"
         )
     lines.append("")

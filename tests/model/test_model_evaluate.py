@@ -138,3 +138,27 @@ def test_fit_never_raises_its_loss_and_keeps_what_it_returns() -> None:
         assert bars_loss(summarize(results, H100, exact=True)) <= start
     finally:
         reset_parameters()
+
+
+def test_breakdown_by_suite_layout_and_m() -> None:
+    from theodolite.model.evaluate import SKINNY_M, breakdown, suite_of
+
+    assert [suite_of(n) for n in ("dev007", "wide128", "llama3-8b.qkv", "device1", "wideband")] == [
+        "random-dev",
+        "wide",
+        "llm",
+        "llm",
+        "llm",
+    ]
+    rows = [
+        ShapeScore("wide000", 2, 64, 64, "a", "a", 1.0, 1.0, 0.5, math.nan, None, layout="nn"),
+        ShapeScore("wide001", 512, 64, 64, "a", "a", 1.0, 1.0, 1.0, math.nan, None, layout="nt"),
+        ShapeScore("wide002", SKINNY_M, 64, 64, "a", "a", 1.0, 1.0, 0.8, math.nan, None, layout="nt"),
+    ]
+    summary = Summary(rows, math.nan, math.nan, math.nan, math.nan, 0, {}, math.nan)
+    groups = breakdown(summary)
+    assert groups["layout nn"]["count"] == 1 and groups["layout nt"]["count"] == 2
+    assert groups[f"M <= {SKINNY_M}"]["count"] == 2 and groups[f"M <= {SKINNY_M}"]["min"] == pytest.approx(0.5)
+    assert groups[f"M > {SKINNY_M}"]["geomean"] == pytest.approx(1.0)
+    assert groups["layout nt"]["geomean"] == pytest.approx(0.8**0.5)
+    assert list(per_suite(summary)) == ["wide"]
