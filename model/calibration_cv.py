@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -169,24 +169,28 @@ def cross_validate(
     seed: int = 0,
     max_nfev: int = 60,
     extra: Sequence[Timing] = (),
+    prepare: Callable[[Sequence[Timing], dict[str, float]], dict[str, float]] | None = None,
 ) -> dict[str, float]:
     """Fit on all shape folds but one, predict the one left out, for each fold; ``selection_scores`` over the pooled
     held-out predictions (every shape scored once, by a fit that never saw it).  ``choose_weight``: each fold's fit
     picks its prior weight by its own inner cross-validation, as calibrate does; else the objective's weight.
-    ``extra`` timings join every training set.  With no names, the scores of ``base`` itself (nothing fitted)."""
+    ``extra`` timings join every training set.  ``prepare(train, base)``: what the fit solves before the joint
+    fit, redone on each fold's training timings (returns the fold's base).  With no names, the scores of ``base``
+    itself (nothing fitted)."""
     predicted: dict[int, float] = {}
     picked: list[float] = []
     for held in shape_folds(timings, folds, seed):
         train = [t for t in timings if t.shape not in held] + list(extra)
         rows = [i for i, t in enumerate(timings) if t.shape in held]
-        values = dict(base)
+        fold_base = prepare(train, dict(base)) if prepare is not None else base
+        values = dict(fold_base)
         if names:
             if choose_weight:
-                result, choice = fit_regularised(profile, train[: len(train) - len(extra)], names, base, objective,
-                                                 seed=seed, max_nfev=max_nfev, extra=extra)  # fmt: skip
+                result, choice = fit_regularised(profile, train[: len(train) - len(extra)], names, fold_base,
+                                                 objective, seed=seed, max_nfev=max_nfev, extra=extra)  # fmt: skip
                 picked.append(choice.weight)
             else:
-                result = fit(profile, train, names, base, bootstrap=0, max_nfev=max_nfev, objective=objective)
+                result = fit(profile, train, names, fold_base, bootstrap=0, max_nfev=max_nfev, objective=objective)
             values.update(result.values)
         times = Predictor(profile, [timings[i] for i in rows])(values)
         predicted.update(zip(rows, times, strict=True))

@@ -266,6 +266,20 @@ def composite_fit(
     return True
 
 
+def composite_refit(profile: Profile, seed: int) -> Callable[[Sequence[Timing], dict[str, float]], dict[str, float]]:
+    """``composite_fit`` redone on a cross-validation fold's training timings (its base returned updated), so the
+    held-out shapes' composite timings never set the value they are predicted with."""
+
+    def prepare(train: Sequence[Timing], base: dict[str, float]) -> dict[str, float]:
+        shapes = {t.shape for t in train if "+" in t.key}
+        if len(shapes) < COMPOSITE_MIN_SHAPES:
+            return base
+        rows = [t for t in train if t.shape in shapes]
+        return {**base, **fit(profile, rows, [COMPOSITE_PARAMETER], base, "level", 0, seed).values}
+
+    return prepare
+
+
 def calibration_fit(
     profile: Profile,
     calibration: Sequence[Timing],
@@ -283,8 +297,8 @@ def calibration_fit(
     folds = min(5, report.shapes_timed)
     if folds >= 2:  # the folds' fits keep the chosen prior weight (an inner choice per fold would cost 12x the fits)
         chosen = objective.with_prior_weight(choice.weight)
-        # (a composite overhead solved alone keeps its value from every shape in the folds: slightly optimistic)
-        report.holdout = cross_validate(profile, calibration, names, fixed, chosen, False, folds, seed)
+        prepare = composite_refit(profile, seed) if report.composite_result is not None else None
+        report.holdout = cross_validate(profile, calibration, names, fixed, chosen, False, folds, seed, prepare=prepare)
         report.holdout["folds"] = folds
 
 

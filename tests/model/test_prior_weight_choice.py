@@ -64,3 +64,42 @@ def test_tied_picks_fall_back_to_residuals(monkeypatch: pytest.MonkeyPatch) -> N
 def test_unknown_criterion_is_refused() -> None:
     with pytest.raises(ValueError, match="criterion"):
         choose("median")
+
+
+def test_cross_validation_redoes_the_prepared_solve_on_each_training_fold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``prepare`` (the composite overhead solved alone) sees only each fold's training shapes, and the fold's fit
+    and predictions start from what it returns."""
+    seen: list[set[tuple[int, int, int, str, str]]] = []
+    bases: list[float] = []
+
+    def prepare(train: Any, base: dict[str, float]) -> dict[str, float]:
+        seen.append({t.shape for t in train})
+        return {**base, "c": float(len(seen))}
+
+    def fake_fit(profile: Any, train: Any, names: Any, base: dict[str, float], **kwargs: Any) -> FakeFit:
+        bases.append(base["c"])
+        return FakeFit(0.0)
+
+    class FakePredictor:
+        def __init__(self, profile: Any, rows: list[Timing]) -> None:
+            self.rows = rows
+
+        def __call__(self, values: dict[str, float]) -> list[float]:
+            return [t.seconds for t in self.rows]
+
+    monkeypatch.setattr(calibration_cv, "fit", fake_fit)
+    monkeypatch.setattr(calibration_cv, "Predictor", FakePredictor)
+    score = calibration_cv.cross_validate(
+        None,  # type: ignore[arg-type]
+        ROWS,
+        ["w"],
+        {"c": 0.0},
+        LEVEL,
+        folds=3,
+        prepare=prepare,
+    )
+    folds = calibration_cv.shape_folds(ROWS, 3)
+    assert len(seen) == 3 and all(not (s & held) for s, held in zip(seen, folds, strict=True))
+    assert all(len(s) + len(held) == 9 for s, held in zip(seen, folds, strict=True))
+    assert bases == [1.0, 2.0, 3.0]  # each fold's fit starts from its own prepared base
+    assert score["geomean"] == pytest.approx(1.0)
