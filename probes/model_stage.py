@@ -243,6 +243,18 @@ def fit_all(
 COMPOSITE_MIN_SHAPES = 3  # calibration shapes with a composite timing below which it joins the joint fit instead
 
 
+def solve_composite(
+    profile: Profile, timings: Sequence[Timing], base: dict[str, float], bootstrap: int, seed: int
+) -> FitResult | None:
+    """``model_composite_iteration_overhead`` alone, on the shapes of ``timings`` that timed a composite tile (every
+    config timed there), the others at ``base``; None where fewer than ``COMPOSITE_MIN_SHAPES`` shapes did."""
+    shapes = {t.shape for t in timings if "+" in t.key}
+    if len(shapes) < COMPOSITE_MIN_SHAPES:
+        return None
+    rows = [t for t in timings if t.shape in shapes]
+    return fit(profile, rows, [COMPOSITE_PARAMETER], base, "level", bootstrap, seed)
+
+
 def composite_fit(
     profile: Profile,
     calibration: Sequence[Timing],
@@ -250,32 +262,26 @@ def composite_fit(
     settings: StageSettings,
     report: StageReport,
 ) -> bool:
-    """``model_composite_iteration_overhead`` alone, on the calibration shapes that timed a composite tile (every
-    config timed there), the other parameters at ``values``.  In the joint fit a few composite timings (H200: 14 of
-    402) let it trade against the others and fall to its bound.  False (not solved) where fewer than
-    ``COMPOSITE_MIN_SHAPES`` shapes timed one: it joins the joint fit then."""
-    shapes = {t.shape for t in calibration if "+" in t.key}
-    if len(shapes) < COMPOSITE_MIN_SHAPES:
-        report.notes.append(f"{COMPOSITE_PARAMETER}: {len(shapes)} calibration shapes timed a composite tile; "
-                            "fitted with the others")  # fmt: skip
+    """The composite overhead solved alone before the joint fit (``values`` updated): in the joint fit a few
+    composite timings (H200: 14 of 402) let it trade against the others and fall to its bound.  False (not solved)
+    where too few shapes timed a composite tile: it joins the joint fit then."""
+    result = solve_composite(profile, calibration, values, settings.resamples, settings.seed)
+    if result is None:
+        report.notes.append(f"{COMPOSITE_PARAMETER}: under {COMPOSITE_MIN_SHAPES} calibration shapes timed a "
+                            "composite tile; fitted with the others")  # fmt: skip
         return False
-    rows = [t for t in calibration if t.shape in shapes]
-    result = fit(profile, rows, [COMPOSITE_PARAMETER], values, "level", settings.resamples, settings.seed)
     values.update(result.values)
     report.composite_result = result
     return True
 
 
 def composite_refit(profile: Profile, seed: int) -> Callable[[Sequence[Timing], dict[str, float]], dict[str, float]]:
-    """``composite_fit`` redone on a cross-validation fold's training timings (its base returned updated), so the
+    """``solve_composite`` redone on a cross-validation fold's training timings (its base returned updated), so the
     held-out shapes' composite timings never set the value they are predicted with."""
 
     def prepare(train: Sequence[Timing], base: dict[str, float]) -> dict[str, float]:
-        shapes = {t.shape for t in train if "+" in t.key}
-        if len(shapes) < COMPOSITE_MIN_SHAPES:
-            return base
-        rows = [t for t in train if t.shape in shapes]
-        return {**base, **fit(profile, rows, [COMPOSITE_PARAMETER], base, "level", 0, seed).values}
+        result = solve_composite(profile, train, base, 0, seed)
+        return base if result is None else {**base, **result.values}
 
     return prepare
 
