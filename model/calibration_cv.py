@@ -61,17 +61,10 @@ def heldout_loss(
     return float(np.mean(residual**2))
 
 
-def heldout_regret(profile: Profile, timings: Sequence[Timing], values: Mapping[str, float]) -> tuple[float, int]:
-    """Sum over ``timings``' shapes of -log(selection efficiency) of the model's pick, and the shape count."""
-    predictor = Predictor(profile, timings)
-    predicted = predictor(values)
-    measured = predictor.measured
-    total = 0.0
-    for rows in predictor.by_shape.values():
-        idx = np.asarray(rows, dtype=int)
-        pick = idx[int(np.argmin(predicted[idx]))]
-        total += float(np.log(measured[pick] / measured[idx].min()))
-    return total, len(predictor.by_shape)
+def heldout_regret(profile: Profile, timings: Sequence[Timing], values: Mapping[str, float]) -> float:
+    """Sum over ``timings``' shapes of -log(selection efficiency) of the model's pick (``selection_scores``)."""
+    score = selection_scores(profile, timings, values)
+    return -score["shapes"] * math.log(score["geomean"])
 
 
 def choose_prior_weight(
@@ -114,7 +107,7 @@ def choose_prior_weight(
                          objective=objective.with_prior_weight(weight))  # fmt: skip
             values = {**base, **result.values}
             level_total += heldout_loss(profile, test, values, objective) * len(test)
-            regret_total += heldout_regret(profile, test, values)[0]
+            regret_total += heldout_regret(profile, test, values)
         level[weight] = level_total / len(timings)
         regret[weight] = regret_total / shapes
     if criterion == "selection":

@@ -25,9 +25,8 @@ def patch(monkeypatch: pytest.MonkeyPatch, level: dict[float, float], regret: di
     def fake_level(profile: Any, test: list[Timing], values: dict[str, float], objective: Any) -> float:
         return level[values["w"]]
 
-    def fake_regret(profile: Any, test: list[Timing], values: dict[str, float]) -> tuple[float, int]:
-        shapes = len({t.shape for t in test})
-        return regret[values["w"]] * shapes, shapes
+    def fake_regret(profile: Any, test: list[Timing], values: dict[str, float]) -> float:
+        return regret[values["w"]] * len({t.shape for t in test})
 
     monkeypatch.setattr(calibration_cv, "fit", fake_fit)
     monkeypatch.setattr(calibration_cv, "heldout_loss", fake_level)
