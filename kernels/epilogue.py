@@ -71,11 +71,12 @@ def mma_tile(
     """fp32 accumulator of one output tile over K iterations [k_lo, k_hi) (in BLOCK_K steps).
 
     Rows/columns past the edge wrap (``% LM``, ``% LN``), so loads along a contiguous M or N stay
-    vectorizable; the store masks them.  With ``EDGE_MASK`` they are masked as well (not loaded): the
-    edge tile of a ragged N then reads no duplicate columns (split-K 16x64 tiles on ragged N: 1.2-1.5x
-    faster, H100), but the per-element mask costs the large persistent tiles up to 3x, so the
-    launch turns it on for split-K's small tiles only (``config.masked_edges``).  K is masked every
-    step (one pipelined loop; a separate tail step costs ~40 registers and spills).
+    vectorizable; the store masks them.  ``EDGE_MASK`` masks them as well (not loaded): bit 1 the rows, bit 2 the
+    columns (``config.EDGE_ROWS``, ``EDGE_COLUMNS``).  Columns: the edge tile of a ragged N then reads no duplicate
+    columns (split-K 16x64 tiles on ragged N: 1.2-1.5x faster, H100), but the per-element mask costs the large
+    persistent tiles up to 3x, so the launch masks both for split-K's small tiles, and otherwise only a dimension
+    smaller than its tile, where every tile would read its few rows over and over (``config.edge_mask``).  K is
+    masked every step (one pipelined loop; a separate tail step costs ~40 registers and spills).
     ``A_VEC``/``B_VEC`` (elements per 16 bytes, or 1) promise
     aligned strides and row starts.  An element-wise operand (1) is addressed by int32 offsets inside the tile
     (``SCALAR_OFFSETS``): its rows/columns past the edge are clamped to the last one instead of wrapped (loaded, never
@@ -89,10 +90,11 @@ def mma_tile(
         stride_bb = (stride_bb // B_VEC) * B_VEC
     rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % LM
     rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % LN
-    if EDGE_MASK:
-        # rows/columns inside the edge, along a contiguous M or N with the divisibility the host vouches for (the
-        # stored extent is a multiple of the vector when A_VEC/B_VEC > 1), so that a mask stays constant over a vector
+    # rows/columns inside the edge, along a contiguous M or N with the divisibility the host vouches for (the
+    # stored extent is a multiple of the vector when A_VEC/B_VEC > 1), so that a mask stays constant over a vector
+    if (EDGE_MASK & 1) != 0:
         m_in = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) < (LM if A_KMAJOR else (LM // A_VEC) * A_VEC)
+    if (EDGE_MASK & 2) != 0:
         n_in = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) < (LN if B_KMAJOR else (LN // B_VEC) * B_VEC)
     if A_VEC > 1:
         rm = tl.max_contiguous(tl.multiple_of(rm, A_VEC), A_VEC)
@@ -148,11 +150,13 @@ def mma_tile(
     for _ in range(k_lo, k_hi):
         a_at = a_ptrs + a_offs if SCALAR_OFFSETS and A_VEC == 1 else a_ptrs
         b_at = b_ptrs + b_offs if SCALAR_OFFSETS and B_VEC == 1 else b_ptrs
-        if EDGE_MASK:
+        if (EDGE_MASK & 1) != 0:
             a = tl.load(a_at, mask=(rk[None, :] < ka) & m_in[:, None], other=0.0)
-            b = tl.load(b_at, mask=(rk[:, None] < kb) & n_in[None, :], other=0.0)
         else:
             a = tl.load(a_at, mask=rk[None, :] < ka, other=0.0)
+        if (EDGE_MASK & 2) != 0:
+            b = tl.load(b_at, mask=(rk[:, None] < kb) & n_in[None, :], other=0.0)
+        else:
             b = tl.load(b_at, mask=rk[:, None] < kb, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += a_step

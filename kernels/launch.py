@@ -36,9 +36,9 @@ from theodolite.kernels.config import (  # noqa: F401  (DTYPE_BYTES, KernelLimit
     KernelLimits,
     Problem,
     cooperative_reduction,
+    edge_mask,
     issued_widths,
     legality,
-    masked_edges,
     needs_aligned_copy,
     programs_per_sm,
     streamk_partition,
@@ -294,7 +294,7 @@ def plan_gemm(
     operand_flags = dict(
         A_KMAJOR=a_op.row_major, B_KMAJOR=not b_op.row_major,
         A_VEC=a_vec, B_VEC=b_vec, KA_VEC=ka_vec, KB_VEC=kb_vec,
-        PRECISION="ieee" if problem.dtype == "fp32" else "tf32", EDGE_MASK=masked_edges(config),
+        PRECISION="ieee" if problem.dtype == "fp32" else "tf32", EDGE_MASK=edge_mask(config, m, n),
     )  # fmt: skip
     pointers = (a_op.tensor, b_op.tensor, out3, c3 if c3 is not None else dummy, bias if bias is not None else dummy,
                 scale if scale is not None else dummy)  # fmt: skip

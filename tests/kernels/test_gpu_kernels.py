@@ -59,7 +59,7 @@ CASES += [(variant, dtype, "nt") for variant in ("streamk", "splitk", "tma") for
 
 
 @pytest.mark.parametrize(("variant", "dtype", "layout"), CASES)
-@pytest.mark.parametrize("shape", [(1000, 1008, 520), (17, 33, 1024)])
+@pytest.mark.parametrize("shape", [(1000, 1008, 520), (17, 33, 1024), (2, 7487, 184)])
 def test_dtypes_variants_layouts(dtype: str, variant: str, layout: str, shape: tuple[int, int, int]) -> None:
     k = _kernels()
     m, n, kk = shape

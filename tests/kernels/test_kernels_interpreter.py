@@ -16,6 +16,7 @@ if torch.cuda.is_available():
 os.environ["TRITON_INTERPRET"] = "1"  # before the kernels are imported: @triton.jit reads it then
 
 from theodolite.kernels import ConfigError, GemmConfig, gemm, needs_aligned_copy, plan_gemm, problem_of  # noqa: E402
+from theodolite.kernels.config import EDGE_COLUMNS, EDGE_ROWS  # noqa: E402
 
 from theodolite.errors import TheodoliteError  # noqa: E402
 
@@ -399,19 +400,41 @@ def test_masked_edges(monkeypatch: pytest.MonkeyPatch, variant: str, layout: str
     a = operand(40, 48, layout[0] == "t", torch.float16)
     b = operand(48, 24, layout[1] == "t", torch.float16)
     (launch,) = plan_gemm(a, b, CONFIGS[variant]).steps
-    assert launch.kwargs["EDGE_MASK"] is True
+    assert launch.kwargs["EDGE_MASK"] == EDGE_ROWS | EDGE_COLUMNS
     assert max(launch.kwargs["A_VEC"], launch.kwargs["B_VEC"]) == 8
     check(run(a, b, CONFIGS[variant]), a, b, torch.float16)
 
 
 def test_masked_edges_rule() -> None:
-    from theodolite.kernels.config import masked_edges
+    from theodolite.kernels.config import edge_mask, masked_edges
 
-    assert masked_edges(GemmConfig("splitk", 16, 64, 128, 8, 4, 4, split_k=4))
-    assert masked_edges(GemmConfig("splitk", 32, 128, 64, 8, 4, 4, split_k=2))
-    assert not masked_edges(GemmConfig("splitk", 64, 64, 128, 8, 4, 4, split_k=4))
-    assert not masked_edges(GemmConfig("persistent", 16, 64, 128, 8, 4, 4))
-    assert not masked_edges(GemmConfig("streamk", 128, 128, 64, 8, 8, 4))
+    both = EDGE_ROWS | EDGE_COLUMNS
+    assert masked_edges(GemmConfig("splitk", 16, 64, 128, 8, 4, 4, split_k=4)) == both
+    assert masked_edges(GemmConfig("splitk", 32, 128, 64, 8, 4, 4, split_k=2)) == both
+    assert masked_edges(GemmConfig("splitk", 64, 64, 128, 8, 4, 4, split_k=4)) == 0
+    assert masked_edges(GemmConfig("persistent", 16, 64, 128, 8, 4, 4)) == 0
+    assert masked_edges(GemmConfig("streamk", 128, 128, 64, 8, 8, 4)) == 0
+    # a launch masks a dimension shorter than its tile (decode rows, a narrow N), never a longer ragged one
+    tall = GemmConfig("persistent", 128, 32, 64, 8, 4, 4)
+    assert edge_mask(tall, 2, 7487) == EDGE_ROWS
+    assert edge_mask(tall, 200, 7487) == 0
+    assert edge_mask(tall, 200, 28) == EDGE_COLUMNS
+    assert edge_mask(tall, 1, 28) == both
+    assert edge_mask(GemmConfig("splitk", 16, 64, 128, 8, 4, 4, split_k=4), 4096, 4096) == both
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("variant", ["persistent", "streamk", "splitk"])
+def test_short_dimension_masked(variant: str, layout: str) -> None:
+    """M = 3 rows and N = 5 columns under 16x16 tiles: the launch masks both (not loaded) instead of wrapping,
+    with 16-byte vectors where a dimension is contiguous; the product must be exact in every layout."""
+    config = GemmConfig(variant, 16, 16, 16, 2, 4, 2, split_k=3 if variant == "splitk" else 1)
+    for m, n, expected in ((3, 40, EDGE_ROWS), (40, 5, EDGE_COLUMNS), (3, 5, EDGE_ROWS | EDGE_COLUMNS)):
+        a = operand(m, 48, layout[0] == "t", torch.float16)
+        b = operand(48, n, layout[1] == "t", torch.float16)
+        launches = [s for s in plan_gemm(a, b, config).steps if hasattr(s, "kwargs") and "EDGE_MASK" in s.kwargs]
+        assert launches and launches[0].kwargs["EDGE_MASK"] & expected == expected
+        check(run(a, b, config), a, b, torch.float16)
 
 
 def test_partial_vectors_switch_off(monkeypatch: pytest.MonkeyPatch) -> None:
