@@ -149,9 +149,12 @@ def run(ctx: ProbeContext) -> ProbeResult:
     counts = [c for c in sorted({1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, ctx.sm_count}) if c <= ctx.sm_count]
     streamers = {count: Streamer(device, count, block=16384, warps=32) for count in counts}
     sweeps = np.empty((SATURATION_SWEEPS, len(counts)))
+    if sweep_buffer_bytes(nbytes) > nbytes:  # a quick run sweeps the full run's bytes too (contents never read back)
+        dst = src = src.new_empty(0)
+        src = torch.empty(sweep_buffer_bytes(nbytes) // 4, device=device)
     for sweep in range(SATURATION_SWEEPS):
         for index, count in enumerate(counts):
-            size = sweep_point_bytes(count, ctx.sm_count, nbytes)
+            size = sweep_point_bytes(count, ctx.sm_count, src.numel() * src.element_size())
             seconds, moved = streamers[count].read_seconds(src, size, launches=1)
             sweeps[sweep, index] = moved / seconds
     result.curves["hbm_read_bandwidth_vs_sms"] = sms_curve(np.array(counts, dtype=float), sweeps)
@@ -189,12 +192,18 @@ def run(ctx: ProbeContext) -> ProbeResult:
 SATURATION_SWEEPS = 7
 SATURATION_FRACTION = 0.9
 
-# bytes one sweep point reads at all SMs, scaled down with the SM count: the same in quick and full runs (a quick run's
-# smaller buffer caps only the points above half the SMs), so both read the same curve.  When the bytes scaled with
-# the buffer, a quick run's points from 8 SMs up read half a full run's, and its 90% point came out 7-8% higher on
-# each of two H100s, every round (57 against 53 SMs, fleet/node_bar.py): the one difference in how the two swept
+# bytes one sweep point reads at all SMs, scaled down with the SM count, from a buffer of SWEEP_BYTES in quick and full
+# runs alike, so both read the same curve.  When the bytes scaled with the run's buffer, a quick run's points from 8
+# SMs up read half a full run's, and its 90% point came out 7-8% higher on each of two H100s, every round (57 against
+# 53 SMs, fleet/node_bar.py); when only the points above half the SMs were capped by the quick run's 1 GiB buffer,
+# its plateau read 1-3% lower and its 90% point 4-6% lower on each of four H100s and two H200s (50.9 against 53.2).
 SWEEP_BYTES = 2 << 30
 SWEEP_MIN_BYTES = 64 << 20  # the fewest bytes a point reads: ~0.7 ms at one SM's ~90 GB/s, long against a launch
+
+
+def sweep_buffer_bytes(run_bytes: int) -> int:
+    """The buffer the saturation sweep reads: the run's stream buffer, or ``SWEEP_BYTES`` where that is smaller."""
+    return max(run_bytes, SWEEP_BYTES)
 
 
 def sweep_point_bytes(count: int, sm_count: int, buffer_bytes: int) -> int:

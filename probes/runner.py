@@ -50,7 +50,7 @@ PROBES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 # on the host) is caught.  Metrics not named here (driver counts, single-sample figures) never trigger a re-run.
 SPREAD_LIMITS: dict[str, dict[str, float]] = {
     "topology": {},
-    "clock": {"clock_max_hz": 0.02, "clock_sustained_matrix_hz": 0.02},
+    "clock": {"clock_max_hz": 0.02, "clock_sustained_matrix_hz": 0.06},  # probes/clock.py: the swing under load
     "matrix": {
         "mma_throughput_fp16": 0.05,
         "mma_throughput_bf16": 0.05,

@@ -54,3 +54,24 @@ def test_a_noisy_cold_peak_is_measured_again(monkeypatch: pytest.MonkeyPatch) ->
     assert result.metrics["clock_max_hz"] is not noisy
     assert result.metrics["clock_max_hz"].value == pytest.approx(1.976e9)
     assert ctx.cold_clock_max is noisy  # only the first (cold) measurement is stored
+
+
+def test_quick_and_full_runs_train_alike_and_take_the_settled_median(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quick run trains as long as a full one, and the level is the median after the first 30% of the trace: a
+    boost at the start and a dip in the last fifth (as a power controller swings) do not move it."""
+    durations: list[float] = []
+
+    def sustained(ctx: ProbeContext, duration_s: float):
+        durations.append(duration_s)
+        t = np.linspace(0.0, 1.0, 100)
+        hz = np.where(t < 0.2, 1.75e9, np.where(t > 0.8, 1.45e9, 1.62e9))
+        return t, hz, []
+
+    monkeypatch.setattr(clock, "max_clock_sample", lambda ctx: 1.976e9)
+    monkeypatch.setattr(clock, "sustained", sustained)
+    levels = []
+    for quick in (True, False):
+        ctx = ProbeContext(repeats=3, retries=0, sm_count=4, quick=quick, log=lambda _: None)
+        levels.append(clock.run(ctx).metrics["clock_sustained_matrix_hz"].value)
+    assert durations[0] == durations[1] == clock.TRAIN_S
+    assert levels == [pytest.approx(1.62e9)] * 2  # the last 30% alone would read the dip's 1.45 GHz
