@@ -100,8 +100,14 @@ class Timer:
         self.last_mode = ""  # how the last interleaved() timed: "graph" or "eager (...)"
 
     def _timed(self, fn: Callable[[], Any], count: int) -> list[float]:
+        """``count`` L2-flushed runs, queued behind a GPU spin (as ``flushed_interleaved``'s rounds) so that a host
+        stall while queueing falls on the spin, not between a start event and its kernel.  Unspun, a sweep beside
+        other shards' compiles left four picks 4-12x slower than a sibling config, all on L2-flushed shapes
+        (wide:300:682849 on 4x H100: 3904x14144x344's tma/128x256x64 s4 0.479 ms, s3 0.110); host stalls are the
+        likely cause, not yet shown."""
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+        torch.cuda._sleep(SPIN_CYCLES)
         for i in range(count):
             self.driver.clear_cache(self.cache)
             starts[i].record()
