@@ -2,7 +2,8 @@
 ``decode_tiles.py``, ``zero_fill.py``, ``deep_splitk.py``, ``splitk_reduce.py``, ``streamk_rounds.py``,
 ``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``,
 ``out_vec.py``, ``composite_tiles.py``, ``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``,
-``tma_streamk.py``, ``tma_balanced.py``, ``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``): the GPU's short
+``tma_streamk.py``, ``tma_balanced.py``, ``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``,
+``hot_rows.py``): the GPU's short
 name, kernels copied with an ``epilogue`` switch flipped, compiling in worker processes, the
 copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
 torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
@@ -215,11 +216,11 @@ def rule(settings: dict[str, float]) -> Iterator[None]:
 
 
 def rotated_inputs(
-    m: int, n: int, k: int, timer: Timer, device: torch.device
+    m: int, n: int, k: int, timer: Timer, device: torch.device, layout: str = "nn"
 ) -> tuple[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], dict[str, list[Any]], torch.Tensor]:
     """(A, B, out) sets enough to rotate through twice the L2 (one when they do not fit), torch.matmul's calls on
     them, and the fp32 reference product of the first."""
-    a, b = make_inputs(m, n, k, "bf16", "nn", device, seed=m + n + k)
+    a, b = make_inputs(m, n, k, "bf16", layout, device, seed=m + n + k)
     out = torch.empty((m, n), device=device, dtype=torch.bfloat16)
     copies = rotation_count((a.numel() + b.numel() + out.numel()) * 2, timer.l2)
     sets = [(a, b, out)] + [(a.clone(), b.clone(), out.clone()) for _ in range(max(copies, 1) - 1)]

@@ -32,8 +32,9 @@ import os
 import torch
 import triton
 import triton.language as tl
+from harness import rotated_inputs
 from theodolite.kernels import config as kernel_config
-from theodolite.kernels.benchmark import Timer, make_inputs, rotation_count
+from theodolite.kernels.benchmark import Timer
 from theodolite.kernels.config import GemmConfig
 from theodolite.kernels.launch import plan_gemm
 
@@ -97,12 +98,8 @@ def shapes(timer: Timer) -> list[dict]:
     device = torch.device("cuda")
     rows = []
     for name, (m, n, k, layout) in SHAPES.items():
-        a, b = make_inputs(m, n, k, "bf16", layout, device, seed=m + n + k)
-        out = torch.empty((m, n), device=device, dtype=torch.bfloat16)
-        copies = rotation_count((a.numel() + b.numel() + out.numel()) * 2, timer.l2)
-        sets = [(a, b, out)] + [(a.clone(), b.clone(), out.clone()) for _ in range(copies - 1)]
-        calls = {"torch": [lambda x=x, y=y, o=o: torch.matmul(x, y, out=o) for x, y, o in sets]}
-        ref = torch.matmul(a.double(), b.double())
+        sets, calls, ref = rotated_inputs(m, n, k, timer, device, layout)
+        out = sets[0][2]
         for key in CONFIGS:
             for mode in MODES:
                 if mode != MODES[0] and key.startswith("tma"):
@@ -115,7 +112,7 @@ def shapes(timer: Timer) -> list[dict]:
                 except Exception as error:  # not legal for this shape
                     print(name, key, mode, type(error).__name__, str(error)[:80])
                     continue
-                err = ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+                err = ((out.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
                 if not err < 1e-2:
                     print(name, key, mode, "WRONG RESULT", err)
                     continue
