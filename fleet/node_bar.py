@@ -16,7 +16,7 @@ Run from the repository root:  PYTHONPATH=$PWD python3 fleet/node_bar.py [--lean
 JSON under $OUT (node_bar.json) and every profile, log and page of the run in one archive beside it
 (node-bar-files.tar.gz; the run itself works in NODE_BAR_WORK or a temporary folder); a short table last.
 Expected runtime on 2x H100: about 5 minutes (alone 2 x ~45 s full + 2 x ~12 s quick, 3 rounds of ~60-70 s with the
-model stage; --lean rounds ~16 s); 4x H100: about 6-7 minutes (alone full only).  No new round starts past
+model stage; --lean rounds ~16 s); 4x H100: about 6-7 minutes (alone full only), --lean 197 s.  No new round starts past
 NODE_BAR_BUDGET_S (default 420 s), so the whole fits 8 minutes.
 """
 
