@@ -389,6 +389,29 @@ def test_validate_cli_end_to_end_with_fake_gpu(fake_gpu: list[str], tmp_path: Pa
     assert "-bound (" in (tmp_path / "v.html").read_text()  # the worst picks explained by the model
 
 
+def test_final_round_in_shards_merges_back(fake_gpu: list[str], tmp_path: Path) -> None:
+    """``--final FILE --shard i/n`` re-times every n-th shape from i into its own file, and ``--merge`` joins them
+    into the whole file with every shape's final round (several GPUs share one final round)."""
+    measured = fake_gpu
+    sweep, parts = tmp_path / "v.json", [tmp_path / "f0.json", tmp_path / "f1.json"]
+    argv = ["validate", "--shapes", "square", "--profile", "datasheet:h100-sxm", "--no-precompile", "--peers", ""]
+    assert main([*argv, "--no-final", "-o", str(sweep)]) == 0
+    names = [s.name for s in load_results(sweep).shapes]
+    del measured[:]
+    for index, part in enumerate(parts):
+        final = ["validate", "--final", str(sweep), "--shard", f"{index}/2", "--no-precompile"]
+        assert main([*final, "-o", str(part)]) == 0
+        assert [s.name for s in load_results(part).shapes] == names[index::2]
+    assert sorted(measured) == sorted("final " + name for name in names)  # each shape re-timed once
+    merged = tmp_path / "merged.json"
+    assert main(["validate", "--merge", *map(str, parts), "-o", str(merged)]) == 0
+    results = load_results(merged)
+    assert sorted(s.name for s in results.shapes) == sorted(names)
+    assert all(s.final_ms[TORCH_KEY] == 0.02 for s in results.shapes)
+    assert results.settings["final_round"]["shapes"] == len(names)
+    assert "final_shard" not in results.settings
+
+
 def _has_nvmmh() -> bool:
     try:
         import nvMatmulHeuristics  # noqa: F401

@@ -36,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default=None, help="profile file or datasheet:NAME (default: this device's)")
     parser.add_argument("--peers", default="fixed,nvmmh", help="comma list of fixed, nvmmh, autotune ('' for none)")
     parser.add_argument("--variants", default=None, help="comma list of kernel variants (default: all)")
-    parser.add_argument("--shard", default=None, metavar="i/n", help="run shard i of n (zero-based, interleaved)")
+    parser.add_argument(
+        "--shard", default=None, metavar="i/n", help="shard i of n (zero-based, interleaved); also with --final"
+    )
     parser.add_argument("--resume", action="store_true", help="skip shapes already in the output file")
     parser.add_argument("--budget-s", type=float, default=None, help="stop before a shape that would overrun this")
     parser.add_argument("--rep-ms", type=float, default=8.0, help="timing budget per config (ms of runs)")

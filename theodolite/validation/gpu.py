@@ -148,13 +148,18 @@ def final_on_file(
     log: Callable[[str], None] = print,
 ) -> Results:
     """The GPU entry point behind ``validate --final FILE``: add the final round to a results file
-    (``--resume``: continue an interrupted one in ``output``)."""
+    (``--resume``: continue an interrupted one in ``output``; ``--shard i/n``: only every n-th shape from i goes to
+    ``output``, so several GPUs share a final round and ``--merge`` joins their files)."""
     import torch
 
     from theodolite import validation as package  # the package's names: what tests may replace
     from theodolite.errors import NoDeviceError
 
     results = load_results(output if settings.resume and Path(output).is_file() else source)
+    index, count = settings.shard
+    if count > 1 and results.settings.get("final_shard") != f"{index}/{count}":
+        results.shapes = list(shard_of(results.shapes, index, count))
+        results.settings["final_shard"] = f"{index}/{count}"
     if not torch.cuda.is_available():
         raise NoDeviceError("--final needs a GPU (torch.cuda.is_available() is False); it times kernels")
     device = torch.cuda.get_device_name()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from theodolite.errors import TheodoliteError
 from theodolite.kernels.config import DTYPE_BYTES, Problem
@@ -64,6 +64,9 @@ def load_shapes(spec: str, dtype: str = "bf16", layout: str = "nn") -> list[Shap
     return shapes
 
 
+T = TypeVar("T")
+
+
 def parse_shard(text: str | None) -> tuple[int, int]:
     """'i/n' with 0 <= i < n (shard i of n, zero-based) -> (i, n); None -> (0, 1)."""
     if text is None:
@@ -77,7 +80,7 @@ def parse_shard(text: str | None) -> tuple[int, int]:
     return index, count
 
 
-def shard_of(shapes: Sequence[Shape], index: int, count: int) -> list[Shape]:
+def shard_of(shapes: Sequence[T], index: int, count: int) -> list[T]:
     """Every count-th shape starting at index: shards interleave, so each gets small and large shapes."""
     return list(shapes[index::count])
 

@@ -199,7 +199,15 @@ def merge_files(paths: Sequence[str | Path], output: str | Path) -> Results:
     merged = merge_results(parts)
     merged.settings = {**merged.settings, "merged_from": [str(p) for p in paths]}
     merged.settings.pop("shard", None)
+    merged.settings.pop("final_shard", None)
     merged.settings.pop("stopped_for_budget", None)
+    rounds = [part.settings["final_round"] for part in parts if part.settings.get("final_round")]
+    if rounds:  # shards of one final round (validate --final FILE --shard i/n)
+        merged.settings["final_round"] = {
+            **rounds[0],
+            "shapes": sum(1 for shape in merged.shapes if shape.final_ms),
+            "wall_s": round(sum(float(r.get("wall_s", 0.0)) for r in rounds), 1),
+        }
     merged.settings["incomplete"] = any(bool(part.settings.get("incomplete")) for part in parts)
     repeated = sum(len(part.shapes) for part in parts) - len(merged.shapes)  # re-measured shapes replace
     merged.settings["shapes_total"] = (
