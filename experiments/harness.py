@@ -284,12 +284,12 @@ def best_by_way(times: dict[str, float], ways: Sequence[str]) -> dict[str, float
     return {w: min((t for c, t in times.items() if c.endswith("@" + w)), default=float("inf")) for w in ways}
 
 
-def write_rows(name: str, command: str, rows: list[dict[str, Any]]) -> str:
-    """``$OUT/<name>.json`` with the device, versions, the command and the rows; its path."""
+def write_rows(name: str, command: str, rows: list[dict[str, Any]], **extra: Any) -> str:
+    """``$OUT/<name>.json`` with the device, versions, the command, the rows and any ``extra`` keys; its path."""
     path = os.path.join(os.environ.get("OUT", "."), f"{name}.json")
     with open(path, "w") as stream:
         json.dump({"device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
-                   "command": command, "rows": rows}, stream, indent=1)  # fmt: skip
+                   "command": command, **extra, "rows": rows}, stream, indent=1)  # fmt: skip
     return path
 
 

@@ -26,13 +26,12 @@ Run on a GPU from the repository root (writes ``$OUT/hot-rows-<gpu>.json``)::
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/hot_rows.py
 """
 
-import json
 import os
 
 import torch
 import triton
 import triton.language as tl
-from harness import rotated_inputs
+from harness import gpu_name, rotated_inputs, write_rows
 from theodolite.kernels import config as kernel_config
 from theodolite.kernels.benchmark import Timer
 from theodolite.kernels.config import GemmConfig
@@ -137,12 +136,8 @@ def main() -> None:
     timer = Timer()
     hot = hot_set(timer)
     rows = shapes(timer)
-    gpu = torch.cuda.get_device_name().split()[1].lower()
-    path = os.path.join(os.environ.get("OUT", "."), f"hot-rows-{gpu}.json")
-    with open(path, "w") as stream:
-        command = __doc__.split("\n\n")[-1].strip()
-        json.dump({"device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
-                   "command": command, "hot_set": hot, "rows": rows}, stream, indent=1)  # fmt: skip
+    command = __doc__.split("\n\n")[-1].strip()
+    path = write_rows(f"hot-rows-{gpu_name()}", command, rows, hot_set=hot)
     print("wrote", path)
 
 
