@@ -12,6 +12,7 @@ parameter                              fate          how
 model_launch_extra                     probe         tiny one-tile GEMMs, pointer-based configs, graph-replayed
 model_tma_launch_extra                 probe         the same tiny GEMMs with TMA configs (after the launch above)
 model_iteration_overhead               probe         one wave of 128x256 tiles, K 4096 -> 16384: the K-step slope
+model_composite_iteration_overhead     probe         one wave of composite tiles (128x192, 128x320), same K: the slope
 model_tile_overhead                    probe         K of one step, many waves of tiles (a work item's fixed cost)
 model_zero_fill_cycles                 probe         K of one step on 8- and 12-stage pipelines (zero-filled stages)
 model_splitk_reduce_cost               probe         deep split-K (32, 64 slices) of skinny shapes: the reduction
@@ -24,7 +25,6 @@ model_l2_bandwidth_scale               fit           calibration set: L2 share o
 model_tma_l2_bandwidth_scale           fit           calibration set: L2 share of TMA copies
 model_flatten_hiding                   fit           calibration set: share of an item's fixed cost a flat loop hides
 model_streamk_reduce_cost              fit           calibration set: Stream-K tail partial traffic
-model_composite_iteration_overhead     fit (alone)   calibration shapes that timed a composite tile, before the rest
 model_streamk_slowdown                 structure     1: tail slices run in K lockstep (both GPUs' fits stayed at 1)
 model_scalar_round_trips               structure     1: never binds (ceil of loads per thread over in-flight is >= 1)
 model_scalar_loads_in_flight           structure     64: outstanding element-wise loads per thread
@@ -57,9 +57,10 @@ FIT_PARAMETERS = (
     "model_latency_hiding", "model_tma_latency_hiding", "model_mma_small_rate", "model_l2_bandwidth_scale",
     "model_tma_l2_bandwidth_scale", "model_flatten_hiding", "model_streamk_reduce_cost",
 )  # fmt: skip
-# solved alone, before the joint fit, on the calibration shapes that timed a composite tile: in the joint fit a few
-# composite timings (H200: 14 of 402) let it trade against the others and fall to its bound
-COMPOSITE_PARAMETER = "model_composite_iteration_overhead"
+# composite tiles' K-step: a probe since 2026-11-28.  Solved on the calibration shapes that timed a composite tile it
+# rested on a handful of timings (H100: 5 of 311, 61 +- 41 cycles, flagged) where the composite is one candidate among
+# many; one wave of composite tiles over long K measures it where it binds (compute-bound steps)
+COMPOSITE_STEP_KEYS = ("tma/128x128+64x64/g8/w8/s5/k1", "tma/128x256+64x64/g8/w8/s3/k1")
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,9 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
               tuple((wave_m, wave_n, k, "nn") for k in long_k),
               ("persistent/128x256x64/g8/w8/s4/k1/f",), "slope",
               "one wave of one 128x256 tile per SM, K grown: the time per K-step beyond its matrix instructions"),
+        Probe("composite-step", "model_composite_iteration_overhead",
+              tuple((side * 128, side * 192, k, "nn") for k in long_k), COMPOSITE_STEP_KEYS, "slope",
+              "one wave of composite tiles (two dots on one A tile), K grown: their K-step beyond a TMA one's"),
         Probe("tile", "model_tile_overhead",
               ((4096, 4096, 32, "nn"),) if quick else ((4096, 4096, 32, "nn"), (2048, 8192, 32, "nn")),
               ("persistent/64x64x32/g8/w4/s2/k1", "persistent/16x64x32/g8/w4/s2/k1"), "level",

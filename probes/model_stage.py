@@ -7,8 +7,7 @@
 3. fit (``model.calibration_fit``): the parameters no probe isolates, by least squares of log(predicted /
    measured) over those timings plus a log-normal prior toward the structural defaults whose weight shape-fold
    cross-validation picks (``model.calibration_cv``: a parameter the timings do not determine stays at its
-   default), with a bootstrap spread and a cross-validated score (method "calibration-fit").  The composite tile's
-   K-step overhead is solved alone first, on the shapes that timed a composite tile (``composite_fit``).
+   default), with a bootstrap spread and a cross-validated score (method "calibration-fit").
 
 Every timing is stored in the profile (curve ``model_calibration_timings``) so the fit can be redone on a CPU.
 The GPU is reached through one injected callable, ``time_shape(m, n, k, layout, keys) -> {key: seconds}``, so all
@@ -35,7 +34,7 @@ import numpy as np
 from theodolite.kernels.config import GemmConfig, Problem
 from theodolite.model.calibration_cv import Choice, cross_validate, fit_regularised
 from theodolite.model.calibration_fit import FitResult, Objective, Timing, fit, overrides
-from theodolite.model.calibration_probes import COMPOSITE_PARAMETER, FIT_PARAMETERS, Probe, probes
+from theodolite.model.calibration_probes import FIT_PARAMETERS, Probe, probes
 from theodolite.model.calibration_shapes import DEFAULT_SEED, CalShape, calibration_shapes, check_disjoint
 from theodolite.model.hardware import MODEL_PARAMETERS
 
@@ -55,8 +54,7 @@ REGRET_WEIGHT = 0.0  # the fit's selection-regret term (calibration_fit.Objectiv
 def fit_objective() -> Objective:
     """The calibration fit's objective: level residuals, each shape's selection regret, and a log-normal prior
     toward the structural defaults whose weight the fit picks by cross-validation on its own shapes."""
-    names = (*FIT_PARAMETERS, COMPOSITE_PARAMETER)  # the composite overhead joins the fit where it is not solved alone
-    return Objective(regret=REGRET_WEIGHT, prior={name: MODEL_PARAMETERS[name][0] for name in names})
+    return Objective(regret=REGRET_WEIGHT, prior={name: MODEL_PARAMETERS[name][0] for name in FIT_PARAMETERS})
 
 
 @dataclass(frozen=True)
@@ -88,8 +86,7 @@ class StageReport:
     seconds: dict[str, float] = field(default_factory=dict)
     probe_results: dict[str, FitResult] = field(default_factory=dict)  # parameter -> its probe's solve
     fit_result: FitResult | None = None
-    composite_result: FitResult | None = None  # model_composite_iteration_overhead, solved before the joint fit
-    fit_names: tuple[str, ...] = FIT_PARAMETERS  # what the joint fit fitted (the composite overhead too, unsolved)
+    fit_names: tuple[str, ...] = FIT_PARAMETERS  # what the joint fit fitted
     holdout: dict[str, float] = field(default_factory=dict)
     prior: Choice | None = None  # the prior weight the fit's cross-validation picked, with every weight's loss
     shapes_timed: int = 0
@@ -222,15 +219,11 @@ def fit_all(
     if report.shapes_timed >= 4:
         # the fitted terms and the probed ones share every timing: a first fit, the probes solved again under it
         # (with their bootstrap spread), then the regularised fit with its spread and cross-validated score
-        # the first fit holds the composite overhead too (its start for the others); it is then solved alone
-        jointly = (*FIT_PARAMETERS, COMPOSITE_PARAMETER)
-        first = fit(profile, calibration, jointly, values, "level", 0, settings.seed, max_nfev=25)
+        first = fit(profile, calibration, FIT_PARAMETERS, values, "level", 0, settings.seed, max_nfev=60)
         values.update(first.values)
         solve_probes(profile, probe_list, timed, values, report, settings.resamples, settings.seed)
-        alone = composite_fit(profile, calibration, values, settings, report)
-        report.fit_names = FIT_PARAMETERS if alone else (*FIT_PARAMETERS, COMPOSITE_PARAMETER)
-        # the fitted ones' entries are where the fit starts: the first fit's values (from the defaults alone, with
-        # the composite overhead held, it stopped in a local minimum on synthetic timings)
+        report.fit_names = FIT_PARAMETERS
+        # the fitted ones' entries are where the fit starts: the first fit's values
         fixed = dict(values)
         calibration_fit(profile, calibration, fixed, settings.seed, settings.resamples, report)
         values.update(report.fit_result.values if report.fit_result is not None else {})
@@ -238,52 +231,6 @@ def fit_all(
         solve_probes(profile, probe_list, timed, values, report, settings.resamples, settings.seed)
         report.notes.append(f"only {report.shapes_timed} calibration shapes timed: the fitted parameters keep their "
                             "defaults")  # fmt: skip
-
-
-COMPOSITE_MIN_SHAPES = 3  # calibration shapes with a composite timing below which it joins the joint fit instead
-
-
-def solve_composite(
-    profile: Profile, timings: Sequence[Timing], base: dict[str, float], bootstrap: int, seed: int
-) -> FitResult | None:
-    """``model_composite_iteration_overhead`` alone, on the shapes of ``timings`` that timed a composite tile (every
-    config timed there), the others at ``base``; None where fewer than ``COMPOSITE_MIN_SHAPES`` shapes did."""
-    shapes = {t.shape for t in timings if "+" in t.key}
-    if len(shapes) < COMPOSITE_MIN_SHAPES:
-        return None
-    rows = [t for t in timings if t.shape in shapes]
-    return fit(profile, rows, [COMPOSITE_PARAMETER], base, "level", bootstrap, seed)
-
-
-def composite_fit(
-    profile: Profile,
-    calibration: Sequence[Timing],
-    values: dict[str, float],
-    settings: StageSettings,
-    report: StageReport,
-) -> bool:
-    """The composite overhead solved alone before the joint fit (``values`` updated): in the joint fit a few
-    composite timings (H200: 14 of 402) let it trade against the others and fall to its bound.  False (not solved)
-    where too few shapes timed a composite tile: it joins the joint fit then."""
-    result = solve_composite(profile, calibration, values, settings.resamples, settings.seed)
-    if result is None:
-        report.notes.append(f"{COMPOSITE_PARAMETER}: under {COMPOSITE_MIN_SHAPES} calibration shapes timed a "
-                            "composite tile; fitted with the others")  # fmt: skip
-        return False
-    values.update(result.values)
-    report.composite_result = result
-    return True
-
-
-def composite_refit(profile: Profile, seed: int) -> Callable[[Sequence[Timing], dict[str, float]], dict[str, float]]:
-    """``solve_composite`` redone on a cross-validation fold's training timings (its base returned updated), so the
-    held-out shapes' composite timings never set the value they are predicted with."""
-
-    def prepare(train: Sequence[Timing], base: dict[str, float]) -> dict[str, float]:
-        result = solve_composite(profile, train, base, 0, seed)
-        return base if result is None else {**base, **result.values}
-
-    return prepare
 
 
 def calibration_fit(
@@ -303,8 +250,7 @@ def calibration_fit(
     folds = min(5, report.shapes_timed)
     if folds >= 2:  # the folds' fits keep the chosen prior weight (an inner choice per fold would cost 12x the fits)
         chosen = objective.with_prior_weight(choice.weight)
-        prepare = composite_refit(profile, seed) if report.composite_result is not None else None
-        report.holdout = cross_validate(profile, calibration, names, fixed, chosen, False, folds, seed, prepare=prepare)
+        report.holdout = cross_validate(profile, calibration, names, fixed, chosen, False, folds, seed)
         report.holdout["folds"] = folds
 
 
@@ -367,20 +313,6 @@ def _stored(
             "probe": probe.name, "mode": probe.mode, "why": probe.why, "configs": list(probe.keys),
             "shapes": [list(s) for s in probe.shapes], "solved_after": list(report.probe_results)[
                 : list(report.probe_results).index(name)]})  # fmt: skip
-    if report.composite_result is not None:
-        metrics[COMPOSITE_PARAMETER] = _measurement(
-            COMPOSITE_PARAMETER,
-            report.composite_result,
-            METHOD_FIT,
-            {
-                "seed": settings.seed,
-                "shapes_timed": report.composite_result.groups,
-                "shape_set": _hash_shapes(shapes),
-                "fitted_together": [COMPOSITE_PARAMETER],
-                "solved_before": list(FIT_PARAMETERS),
-                "quick": settings.quick,
-            },
-        )
     if report.fit_result is not None:
         for name in report.fit_names:
             metrics[name] = _measurement(name, report.fit_result, METHOD_FIT, {

@@ -12,7 +12,7 @@ import pytest
 from theodolite.model import hardware as hardware_module
 from theodolite.model.calibration_cv import PRIOR_WEIGHTS, shape_folds
 from theodolite.model.calibration_fit import BOUNDS, Objective, Predictor, Timing, fit, holdout, residuals, slope_pairs
-from theodolite.model.calibration_probes import COMPOSITE_PARAMETER, FIT_PARAMETERS, probe_parameters
+from theodolite.model.calibration_probes import FIT_PARAMETERS, probe_parameters, probes
 from theodolite.model.calibration_shapes import (
     CalibrationShapesError,
     calibration_shapes,
@@ -57,8 +57,8 @@ def _fake_gpu(profile, truth, noise: float, seed: int = 3):  # type: ignore[no-u
 
 def test_every_calibrated_parameter_has_one_fate() -> None:
     probed, fitted = set(probe_parameters()), set(FIT_PARAMETERS)
-    assert not probed & fitted and COMPOSITE_PARAMETER not in probed | fitted
-    assert probed | fitted | {COMPOSITE_PARAMETER} == set(FITTED_PARAMETERS)
+    assert not probed & fitted
+    assert probed | fitted == set(FITTED_PARAMETERS)
     assert set(FITTED_PARAMETERS) <= set(BOUNDS)
 
 
@@ -287,20 +287,21 @@ def test_floors_bind_the_fit_inside_the_block_only() -> None:
     assert before == BOUNDS
 
 
-def test_composite_overhead_is_solved_alone_where_enough_shapes_timed_a_composite_tile(synthetic) -> None:  # type: ignore[no-untyped-def]
-    """The synthetic stage timed composite tiles on at least 3 shapes: the overhead was solved alone (its own
-    provenance) and the joint fit left it out; with composite timings on fewer shapes it joins the joint fit."""
-    from theodolite.probes.model_stage import COMPOSITE_MIN_SHAPES, StageReport, composite_fit
+def test_composite_step_is_a_probe_of_one_wave_of_composite_tiles(synthetic) -> None:  # type: ignore[no-untyped-def]
+    """The composite K-step is measured where it binds: one wave of composite tiles (at most one per SM) over growing K,
+    solved from the slope (the fixed costs cancel), not fitted on the few calibration shapes that timed one."""
+    from theodolite.kernels.config import GemmConfig
 
-    truth, profile, report = synthetic
-    stored = profile.metrics[COMPOSITE_PARAMETER].settings
-    assert report.composite_result is not None and COMPOSITE_PARAMETER not in report.fit_names
-    assert stored["fitted_together"] == [COMPOSITE_PARAMETER] and stored["shapes_timed"] >= COMPOSITE_MIN_SHAPES
-    calibration = stored_timings(profile)["calibration"]
-    few = sorted({t.shape for t in calibration if "+" in t.key})[: COMPOSITE_MIN_SHAPES - 1]
-    rows = [t for t in calibration if "+" not in t.key or t.shape in few]
-    values = dict(truth)
-    fresh = StageReport()
-    assert not composite_fit(profile, rows, values, StageSettings(quick=True), fresh)
-    assert fresh.composite_result is None and values == truth
-    assert any(COMPOSITE_PARAMETER in note and "fitted with the others" in note for note in fresh.notes)
+    truth, profile, _ = synthetic
+    sms = int(profile.value("sm_count"))
+    (probe,) = [p for p in probes(profile) if p.parameter == "model_composite_iteration_overhead"]
+    assert probe.mode == "slope" and len({k for _, _, k, _ in probe.shapes}) == len(probe.shapes) >= 2
+    for key in probe.keys:
+        cfg = GemmConfig.from_key(key)
+        assert cfg.block_n1 > 0 and cfg.variant == "tma"
+        for m, n, _, _ in probe.shapes:
+            assert -(-m // cfg.block_m) * -(-n // cfg.tile_n) <= sms
+    stored = profile.metrics["model_composite_iteration_overhead"]
+    assert stored.method == METHOD_PROBE and stored.settings["probe"] == "composite-step"
+    assert "model_composite_iteration_overhead" not in FIT_PARAMETERS
+    assert math.isclose(stored.value, truth["model_composite_iteration_overhead"], rel_tol=0.25)
