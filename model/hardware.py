@@ -152,8 +152,7 @@ FITTED_PARAMETERS = (
     "model_launch_extra", "model_tma_launch_extra", "model_iteration_overhead", "model_tile_overhead",
     "model_zero_fill_cycles", "model_splitk_reduce_cost", "model_scalar_load_cost", "model_scalar_k_load_share",
     "model_latency_hiding", "model_tma_latency_hiding", "model_mma_small_rate", "model_l2_bandwidth_scale",
-    "model_tma_l2_bandwidth_scale", "model_flatten_hiding", "model_streamk_reduce_cost",
-    "model_composite_iteration_overhead",
+    "model_flatten_hiding", "model_streamk_reduce_cost", "model_composite_iteration_overhead",
 )  # fmt: skip
 
 

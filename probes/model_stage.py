@@ -34,7 +34,7 @@ import numpy as np
 from theodolite.kernels.config import GemmConfig, Problem
 from theodolite.model.calibration_cv import Choice, cross_validate, fit_regularised
 from theodolite.model.calibration_fit import FitResult, Objective, Timing, fit, overrides
-from theodolite.model.calibration_probes import FIT_PARAMETERS, Probe, probes
+from theodolite.model.calibration_probes import FIT_PARAMETERS, FLOOR_PARAMETERS, Probe, l2_scale_floor, probes
 from theodolite.model.calibration_shapes import DEFAULT_SEED, CalShape, calibration_shapes, check_disjoint
 from theodolite.model.hardware import MODEL_PARAMETERS
 
@@ -85,6 +85,7 @@ class StageReport:
 
     seconds: dict[str, float] = field(default_factory=dict)
     probe_results: dict[str, FitResult] = field(default_factory=dict)  # parameter -> its probe's solve
+    floors: dict[str, FitResult] = field(default_factory=dict)  # parameter -> its value read off a probe's timings
     fit_result: FitResult | None = None
     fit_names: tuple[str, ...] = FIT_PARAMETERS  # what the joint fit fitted
     holdout: dict[str, float] = field(default_factory=dict)
@@ -163,6 +164,7 @@ def run_stage(
             report.notes.append(f"probe {probe.name}: no timing succeeded; {probe.parameter} keeps its default")
     report.seconds["probes"] = clock() - start
     start = clock()
+    measure_floors(profile, timed, values, report)
     # the probes' terms are coupled (a tiny GEMM's time holds a work item's fixed cost too): Gauss-Seidel sweeps,
     # each probe solved with the latest values of all the others
     for _ in range(PROBE_SWEEPS):
@@ -254,6 +256,22 @@ def calibration_fit(
         report.holdout["folds"] = folds
 
 
+def measure_floors(
+    profile: Profile, timed: dict[str, list[Timing]], values: dict[str, float], report: StageReport
+) -> None:
+    """``FLOOR_PARAMETERS`` read off the iteration probe's timings (``values`` updated; held through the solves and the
+    fit): the L2 scale its one wave of 128x256 tiles demonstrably reaches.  Without those timings the scale keeps its
+    default (noted)."""
+    rows = timed.get("iteration", [])
+    floor = l2_scale_floor(profile, rows)
+    if not floor:
+        report.notes.append(f"{', '.join(FLOOR_PARAMETERS)}: no iteration probe pair timed; the default is kept")
+        return
+    values.update(floor)
+    for name, value in floor.items():
+        report.floors[name] = FitResult({name: value}, math.nan, points=len(rows), groups=len(rows))
+
+
 def solve_probes(
     profile: Profile,
     probe_list: Sequence[Probe],
@@ -313,6 +331,18 @@ def _stored(
             "probe": probe.name, "mode": probe.mode, "why": probe.why, "configs": list(probe.keys),
             "shapes": [list(s) for s in probe.shapes], "solved_after": list(report.probe_results)[
                 : list(report.probe_results).index(name)]})  # fmt: skip
+    for name, result in report.floors.items():
+        metrics[name] = _measurement(
+            name,
+            result,
+            METHOD_PROBE,
+            {
+                "probe": "iteration",
+                "mode": "floor",
+                "why": "the least L2 rate the iteration probe's K-steps reach (calibration_probes.l2_scale_floor)",
+                "configs": list(by_parameter["model_iteration_overhead"].keys),
+            },
+        )
     if report.fit_result is not None:
         for name in report.fit_names:
             metrics[name] = _measurement(name, report.fit_result, METHOD_FIT, {
@@ -363,6 +393,7 @@ def refit(profile: Profile, settings: StageSettings | None = None) -> tuple[Prof
     timed = {p.name: stored[p.name] for p in probe_list if stored.get(p.name)}
     report = StageReport()
     values: dict[str, float] = {}
+    measure_floors(bare, timed, values, report)
     for _ in range(PROBE_SWEEPS):
         solve_probes(bare, probe_list, timed, values, report, 0, settings.seed)
     fit_all(bare, probe_list, timed, stored["calibration"], values, settings, report)
