@@ -392,7 +392,11 @@ def refit(profile: Profile, settings: StageSettings | None = None) -> tuple[Prof
     probe_list = probes(bare, settings.quick)
     timed = {p.name: stored[p.name] for p in probe_list if stored.get(p.name)}
     report = StageReport()
-    values: dict[str, float] = {}
+    # a probe the stored run did not have (added since): its parameter keeps that run's own measurement, as it was,
+    # and the solves and the fit hold it
+    kept = {p.parameter: profile.metrics[p.parameter] for p in probe_list
+            if p.name not in timed and p.parameter in profile.metrics}  # fmt: skip
+    values: dict[str, float] = {name: m.value for name, m in kept.items()}
     measure_floors(bare, timed, values, report)
     for _ in range(PROBE_SWEEPS):
         solve_probes(bare, probe_list, timed, values, report, 0, settings.seed)
@@ -402,7 +406,10 @@ def refit(profile: Profile, settings: StageSettings | None = None) -> tuple[Prof
     timings = [(source, t) for source, rows in stored.items() for t in rows]
     order = {source: i for i, source in enumerate([p.name for p in probe_list] + ["calibration"])}
     timings.sort(key=lambda item: order.get(item[0], len(order)))
-    return _stored(bare, report, probe_list, shapes, timings, settings), report
+    refitted = _stored(bare, report, probe_list, shapes, timings, settings)
+    for name in kept:
+        report.notes.append(f"{name}: no stored timings of its probe; the profile's earlier value is kept")
+    return dataclasses.replace(refitted, metrics={**refitted.metrics, **kept}), report
 
 
 def gpu_time_shape(budget_ms: float = 400.0) -> TimeShape:

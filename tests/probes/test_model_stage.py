@@ -310,3 +310,25 @@ def test_composite_step_is_a_probe_of_one_wave_of_composite_tiles(synthetic) -> 
     assert stored.method == METHOD_PROBE and stored.settings["probe"] == "composite-step"
     assert "model_composite_iteration_overhead" not in FIT_PARAMETERS
     assert math.isclose(stored.value, truth["model_composite_iteration_overhead"], rel_tol=0.25)
+
+
+def test_refit_keeps_a_parameter_whose_probe_the_stored_run_lacked(synthetic) -> None:  # type: ignore[no-untyped-def]
+    """A profile calibrated before a probe existed: the refit keeps that parameter's earlier measurement (value and
+    provenance), holds it through the fit, and says so; the others are refitted as usual."""
+    import numpy as np
+    from theodolite.probes.model_stage import TIMINGS_CURVE
+
+    _, profile, _ = synthetic
+    name = "model_composite_iteration_overhead"
+    curve = profile.curves[TIMINGS_CURVE]
+    keep = [i for i, row in enumerate(curve.attrs["rows"]) if row[0] != "composite-step"]
+    older = dataclasses.replace(curve, x=np.arange(len(keep), dtype=float), y=np.asarray(curve.y)[keep],
+                                attrs={**curve.attrs, "rows": [curve.attrs["rows"][i] for i in keep]})  # fmt: skip
+    earlier = Measurement(name, 451.0, "cycle", METHOD_FIT, settings={"seed": 7})
+    stale = dataclasses.replace(profile, curves={**profile.curves, TIMINGS_CURVE: older},
+                                metrics={**profile.metrics, name: earlier})  # fmt: skip
+    again, report = refit(stale)
+    assert again.metrics[name] == earlier
+    assert any(name in note and "earlier value is kept" in note for note in report.notes)
+    assert "composite-step" not in stored_timings(again)
+    assert again.metrics["model_tile_overhead"].method == METHOD_PROBE
