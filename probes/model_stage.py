@@ -224,7 +224,6 @@ def fit_all(
         first = fit(profile, calibration, FIT_PARAMETERS, values, "level", 0, settings.seed, max_nfev=60)
         values.update(first.values)
         solve_probes(profile, probe_list, timed, values, report, settings.resamples, settings.seed)
-        report.fit_names = FIT_PARAMETERS
         # the fitted ones' entries are where the fit starts: the first fit's values
         fixed = dict(values)
         calibration_fit(profile, calibration, fixed, settings.seed, settings.resamples, report)
