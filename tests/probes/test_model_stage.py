@@ -118,8 +118,10 @@ def synthetic():  # type: ignore[no-untyped-def]
     truth = {**current_parameters(measured), **KNOWN}
     bare = _bare(measured)
     before = dict(hardware_module._OVERRIDES)
-    # 24 shapes: at 16 the regularised fit left a parameter 31% off
-    settings = StageSettings(quick=True, shapes=24, bootstrap=3, budget_s=1e6)
+    # 32 shapes: at 16 the regularised fit left a parameter 31% off; with model_latency_hiding a probe, at 20-28 the
+    # first joint fit stopped where model_tma_latency_hiding stays at its start (1.0) and model_mma_small_rate 2x off
+    # (log-RMS 0.028 against the known values' 0.010: a local minimum of the piecewise model on its path)
+    settings = StageSettings(quick=True, shapes=32, bootstrap=3, budget_s=1e6)
     profile, report = run_stage(bare, _fake_gpu(bare, truth, 0.01), settings, progress=lambda *a: None,
                                 log=lambda text: None)  # fmt: skip
     assert before == hardware_module._OVERRIDES  # nothing leaks into selection
@@ -128,7 +130,7 @@ def synthetic():  # type: ignore[no-untyped-def]
 
 def test_stage_recovers_known_parameters_within_their_spread(synthetic) -> None:  # type: ignore[no-untyped-def]
     truth, profile, report = synthetic
-    assert report.shapes_timed == 24
+    assert report.shapes_timed == 32
     missed = []
     for name in FITTED_PARAMETERS:
         m = profile.metrics[name]
@@ -150,13 +152,13 @@ def test_stage_result_round_trips_with_its_provenance(synthetic, tmp_path) -> No
     save_profile(profile, path)
     loaded = load_profile(path)
     assert not [n for n, m in loaded.metrics.items() if n.startswith("model_") and m.method == "model-fit"]
-    fitted = loaded.metrics["model_latency_hiding"].settings
-    assert fitted["seed"] == StageSettings().seed and fitted["shapes_timed"] == 24
+    fitted = loaded.metrics["model_flatten_hiding"].settings
+    assert fitted["seed"] == StageSettings().seed and fitted["shapes_timed"] == 32
     assert 0 < fitted["holdout"]["geomean"] <= 1.0 and fitted["residual_rms_log"] < 0.1
     assert loaded.metrics["model_launch_extra"].settings["probe"] == "launch"
     timings = stored_timings(loaded)
     assert "calibration" in timings and "launch" in timings
-    assert len({t.shape for t in timings["calibration"]}) == 24
+    assert len({t.shape for t in timings["calibration"]}) == 32
     text = show(loaded)
     assert "calibration-probe" in text and "cross-validated (5 shape folds" in text
     assert (
