@@ -1,6 +1,7 @@
 """Where does the model's error sit?  log(predicted / measured) of every timed (shape, config) tabulated by variant,
 tile, the term the model says bounds the config, M bucket and K depth, and the worst picks; on an exhaustive sweep
-(every legal config timed) and on the calibration timings a profile stores.  CPU only.
+(every legal config timed) and on the calibration timings a profile stores.  Also the pointer-based and TMA configs
+of one tile that the model prices within 2% of each other: their measured ratio.  CPU only.
 
     PYTHONPATH=$PWD python3 experiments/model_residuals.py [--profile P.h5] [--sweep RESULTS.json | --stored]
 """
@@ -67,6 +68,7 @@ def analyse(profile_path: str, timings: Sequence[Timing], worst: int = 15) -> No
     tables: dict[str, ConfigTable] = {}
     rows: dict[str, list[tuple[str, float]]] = defaultdict(list)
     picks = []
+    same_tile: list[tuple[str, float]] = []  # (tile, pointer-based time / TMA time) where the model prices them alike
     for shape, ts in by_shape.items():
         table_ = tables.get(shape[4]) or tables.setdefault(shape[4], ConfigTable(profile, shape[4]))
         times, terms = evaluate(table_, ts[0].problem, detail=True)
@@ -84,11 +86,23 @@ def analyse(profile_path: str, timings: Sequence[Timing], worst: int = 15) -> No
             rows["variant x regime"].append((f"{variant} {regime(terms, i)}", r))
         pick = min(ts, key=lambda t: pred[t.key])
         best = min(ts, key=lambda t: t.seconds)
+        measured = {t.key: t.seconds for t in ts}
+        for key, seconds in measured.items():
+            twin = "tma/" + key.removeprefix("persistent/")
+            if not key.startswith("persistent/") or twin not in measured:
+                continue
+            if min(seconds, measured[twin]) <= 1.2 * best.seconds and abs(pred[key] - pred[twin]) <= 0.02 * pred[twin]:
+                same_tile.append((key.split("/")[1] + "/" + key.split("/")[3], seconds / measured[twin]))
         kinds = (regime(terms, table_.index[pick.key]), regime(terms, table_.index[best.key]))
         picks.append((best.seconds / pick.seconds, shape, pick.key, pred[pick.key] / pick.seconds, best.key,
                       pred[best.key] / best.seconds, *kinds))  # fmt: skip
     for name, r in rows.items():
         table(r, name)
+    if same_tile:
+        ratios = np.array([r for _, r in same_tile])
+        print(f"== pointer-based / TMA time, one tile, priced within 2%, near the best: {len(ratios)} pairs, geomean "
+              f"{np.exp(np.mean(np.log(ratios))):.3f}, TMA faster in {np.mean(ratios > 1):.0%}")  # fmt: skip
+        table([(tile, math.log(r)) for tile, r in same_tile], "same tile: log(pointer-based / TMA)")
     eff = np.array([p[0] for p in picks])
     print(f"== {len(picks)} shapes: geomean {np.exp(np.mean(np.log(eff))):.3f} p5 {np.percentile(eff, 5):.3f} "
           f"min {eff.min():.3f} pick pred/meas {np.median([p[3] for p in picks]):.2f}")  # fmt: skip
