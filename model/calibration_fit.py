@@ -5,7 +5,9 @@ calibrate stage (``theodolite.probes.model_stage``) and the CPU tests share ever
 
 Each parameter is determined by least squares of log(predicted / measured) over its timings (``mode``
 "level"), or of the log of the difference between the timings of a shape pair that differ only in K
-(``mode`` "slope": a per-K-step cost with the fixed costs cancelled).  The model is evaluated on the
+(``mode`` "slope": a per-K-step cost with the fixed costs cancelled), or of the difference between split-K configs
+of one tile whose slices each run the same K-steps (``mode`` "split": what one more slice's partial costs the
+reduction, the K-steps cancelled).  The model is evaluated on the
 vectorised config table (``model.predict.evaluate``) with the parameters as process-wide overrides that are
 restored afterwards, so nothing leaks into selection.  The spread of each parameter is the standard deviation of
 its value over bootstrap resamples of the groups (shapes of the calibration set, pairs of a probe); the hold-out
@@ -17,11 +19,11 @@ from __future__ import annotations
 import contextlib
 import math
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from theodolite.kernels.config import Problem
+from theodolite.kernels.config import GemmConfig, Problem
 from theodolite.model import hardware as hardware_module
 from theodolite.model.predict import ConfigTable, evaluate
 
@@ -150,18 +152,40 @@ def slope_pairs(timings: Sequence[Timing]) -> list[tuple[int, int]]:
     return pairs
 
 
+def split_pairs(timings: Sequence[Timing]) -> list[tuple[int, int]]:
+    """Index pairs (fewer slices, more slices) of split-K timings of one tile, shape and load class whose slices each
+    run the same whole number of K-steps (K grown with the split): the pair differs by the slices' partials alone."""
+    groups: dict[tuple[object, ...], list[tuple[int, int]]] = {}
+    for i, t in enumerate(timings):
+        cfg = GemmConfig.from_key(t.key)
+        steps = -(-t.k // cfg.block_k)
+        if cfg.split_k < 2 or steps % cfg.split_k:
+            continue  # unsplit, or slices of unequal K-steps: no clean pair
+        family = "/".join(part for part in t.key.split("/") if part != f"k{cfg.split_k}")
+        key = (t.m, t.n, t.layout, t.dtype, family, steps // cfg.split_k)
+        groups.setdefault(key, []).append((cfg.split_k, i))
+    pairs = []
+    for rows in groups.values():
+        rows.sort()
+        pairs += [(a, b) for (sa, a), (sb, b) in zip(rows, rows[1:], strict=False) if sa < sb]
+    return pairs
+
+
+PAIRED_MODES = {"slope": slope_pairs, "split": split_pairs}  # mode -> the timing pairs whose differences it fits
+
+
 def residuals(
     predicted: np.ndarray, measured: np.ndarray, mode: str, pairs: Sequence[tuple[int, int]] = ()
 ) -> np.ndarray:
-    """log(predicted / measured) per timing ("level") or per K pair's difference ("slope")."""
+    """log(predicted / measured) per timing ("level") or per pair's difference ("slope", "split")."""
     if mode == "level":
         return np.log(np.maximum(predicted, 1e-12) / measured)
-    if mode == "slope":
+    if mode in PAIRED_MODES:
         lo = np.array([a for a, _ in pairs], dtype=int)
         hi = np.array([b for _, b in pairs], dtype=int)
         floor = 1e-3 * measured[hi]  # a measured difference at or below noise still scores (as a small one)
         return np.log(np.maximum(predicted[hi] - predicted[lo], floor) / np.maximum(measured[hi] - measured[lo], floor))
-    raise ValueError(f"unknown residual mode {mode!r} (level or slope)")
+    raise ValueError(f"unknown residual mode {mode!r} (level, slope or split)")
 
 
 @dataclass(frozen=True)
@@ -216,6 +240,26 @@ def prior_center(name: str, prior: Mapping[str, float]) -> float:
     return min(max(prior[name], low), high)
 
 
+LOG_STEP = 1e-3  # forward-difference step in log-parameter space: 0.1% of a parameter's value, whatever the value
+
+
+def log_step_jacobian(
+    function: Callable[[np.ndarray], np.ndarray], x: np.ndarray, upper: np.ndarray, f0: np.ndarray | None = None
+) -> np.ndarray:
+    """Forward differences of ``function`` at ``x`` (log-parameters) with a step of ``LOG_STEP`` each, backwards at an
+    upper bound.  scipy's relative step (``diff_step``) scales with |x|: at a parameter of exactly 1 (x = 0) it falls to
+    1e-8, the model's piecewise terms give a zero slope there and the solve stops where it first lands (an H100 split-K
+    probe stopped at 1.0 where its minimum is 1.6)."""
+    f0 = function(x) if f0 is None else f0
+    jac = np.empty((f0.size, x.size))
+    for j in range(x.size):
+        step = LOG_STEP if x[j] + LOG_STEP <= upper[j] else -LOG_STEP
+        moved = x.copy()
+        moved[j] += step
+        jac[:, j] = (function(moved) - f0) / step
+    return jac
+
+
 def _solve(
     predictor: Predictor,
     names: Sequence[str],
@@ -228,7 +272,7 @@ def _solve(
     objective: Objective = LEVEL,
     groups: Sequence[np.ndarray] | None = None,
 ) -> tuple[dict[str, float], float]:
-    """Least squares in log-parameter space over the timings ``rows`` (slope mode: the pairs inside them; level mode
+    """Least squares in log-parameter space over the timings ``rows`` (paired modes: the pairs inside them; level mode
     with ``groups``: those shapes' timings, with the objective's regret and prior terms)."""
     from scipy.optimize import least_squares
 
@@ -244,19 +288,26 @@ def _solve(
     def data(x: np.ndarray) -> np.ndarray:
         values = {**base, **{name: float(math.exp(v)) for name, v in zip(names, x, strict=True)}}
         predicted = predictor(values)
-        if mode == "slope":
+        if mode in PAIRED_MODES:
             return residuals(predicted, predictor.measured, mode, chosen)
         if groups is not None:
             return data_residuals(predicted, predictor.measured, groups, objective)
         return residuals(predicted[rows], predictor.measured[rows], mode)
 
-    def function(x: np.ndarray) -> np.ndarray:
-        if not prior_names:
-            return data(x)
-        return np.concatenate([data(x), math.sqrt(objective.prior_weight) * (x[prior_at] - center)])
+    last: dict[bytes, np.ndarray] = {}  # the solver's latest point: its Jacobian starts from it
 
-    solution = least_squares(function, x0, bounds=(lower, upper), method="trf", x_scale=1.0, diff_step=1e-3,
-                             max_nfev=max_nfev, loss="soft_l1", f_scale=0.3)  # fmt: skip
+    def function(x: np.ndarray) -> np.ndarray:
+        key = x.tobytes()
+        if key not in last:
+            value = data(x)
+            if prior_names:
+                value = np.concatenate([value, math.sqrt(objective.prior_weight) * (x[prior_at] - center)])
+            last.clear()
+            last[key] = value
+        return last[key]
+
+    solution = least_squares(function, x0, jac=lambda x: log_step_jacobian(function, x, upper), bounds=(lower, upper),
+                             method="trf", x_scale=1.0, max_nfev=max_nfev, loss="soft_l1", f_scale=0.3)  # fmt: skip
     values = {name: float(math.exp(v)) for name, v in zip(names, solution.x, strict=True)}
     final = (
         data(solution.x)
@@ -281,7 +332,7 @@ def fit(
 ) -> FitResult:
     """Fit ``names`` to the timings (others at ``base``, else the profile's/defaults); bootstrap over groups.
 
-    Groups are shapes (level; ``by_timing``: single timings, for a probe of few shapes) or K pairs (slope): a
+    Groups are shapes (level; ``by_timing``: single timings, for a probe of few shapes) or pairs (slope, split): a
     resample draws them with replacement, so the spread says how much the value depends on which were timed.
     ``objective`` (level mode by shape): the regret and prior terms beyond the level residuals."""
     base = dict(base or {})
@@ -290,15 +341,17 @@ def fit(
     start = {name: current[name] if current[name] > 0 else math.sqrt(BOUNDS[name][0] * BOUNDS[name][1])
              for name in names}  # fmt: skip
     predictor = predictor if predictor is not None else Predictor(profile, timings)
-    pairs = slope_pairs(timings) if mode == "slope" else []
+    pairs = PAIRED_MODES[mode](timings) if mode in PAIRED_MODES else []
     if mode == "slope" and not pairs:
         raise ValueError("slope mode needs timings of one config on shapes that differ only in K")
+    if mode == "split" and not pairs:
+        raise ValueError("split mode needs split-K timings of one tile whose slices run equal K-steps at two splits")
     everything = np.arange(len(timings))
     shaped = mode == "level" and not by_timing
     shape_groups = [np.array(g, dtype=int) for g in predictor.by_shape.values()]
     values, rms = _solve(predictor, names, base, start, everything, mode, pairs, max_nfev, objective,
                          shape_groups if shaped else None)  # fmt: skip
-    if mode == "slope":
+    if mode in PAIRED_MODES:
         groups = [list(p) for p in pairs]
     else:
         groups = [[int(i)] for i in everything] if by_timing else list(predictor.by_shape.values())

@@ -16,7 +16,8 @@ model_latency_hiding                   probe         8 and 64 tiles of 64x64 at 
 model_composite_iteration_overhead     probe         one wave of composite tiles (128x192, 128x320), same K: the slope
 model_tile_overhead                    probe         K of one step, many waves of tiles (a work item's fixed cost)
 model_zero_fill_cycles                 probe         K of one step on 8- and 12-stage pipelines (zero-filled stages)
-model_splitk_reduce_cost               probe         deep split-K (32, 64 slices) of skinny shapes: the reduction
+model_splitk_reduce_cost               probe         one wave of 16x64 split-K tiles, K grown with the split (4, 8, 16
+                                                     slices of one or two K-steps each): what a slice's partial adds
 model_scalar_load_cost                 probe         misaligned N (element-wise B rows along N), no aligned copy
 model_scalar_k_load_share              probe         misaligned K (element-wise A rows along K), no aligned copy
 model_l2_bandwidth_scale               probe (floor) the iteration probe's K-panel bytes per measured K-step: the least
@@ -73,6 +74,12 @@ COMPOSITE_STEP_KEYS = ("tma/128x128+64x64/g8/w8/s5/k1", "tma/128x256+64x64/g8/w8
 # 3-12 stages, K 4096 and 16384; experiments/stage_series.py) reads 0.67-0.74 whichever of its shapes and stage
 # counts are fitted; two stage counts on 8 and 64 tiles over long K measure it where the copies' latency binds
 STAGE_KEYS = ("persistent/64x64x64/g8/w4/s4/k1", "persistent/64x64x64/g8/w4/s8/k1")
+# split-K's reduction: a probe of split pairs since 2026-11-28.  Solved on the level of deep splits (32 and 64 slices
+# of a skinny shape, many waves) it read 4.9 on the H100: the level carried every other error of those many-wave
+# shapes, and the model priced 4-16 slices of small tiles 1-3 us above their timings (wide:300:682849, H100: 1x64x3712
+# split 8 ways predicted 7.1 us, measured 4.6).  Pairs of splits whose slices run the same K-steps differ by the
+# partials alone
+SPLIT_KEYS = ("splitk/16x64x128/g8/w4/s4/k4", "splitk/16x64x128/g8/w4/s4/k8", "splitk/16x64x128/g8/w4/s4/k16")
 
 
 @dataclass(frozen=True)
@@ -83,12 +90,19 @@ class Probe:
     parameter: str
     shapes: tuple[tuple[int, int, int, str], ...]
     keys: tuple[str, ...]
-    mode: str  # "level" or "slope" (calibration_fit.residuals)
+    mode: str  # "level", "slope" or "split" (calibration_fit.residuals)
     why: str
 
     def pairs(self) -> list[tuple[int, int, int, str, str]]:
-        """Every (M, N, K, layout, key) the probe times."""
-        return [(m, n, k, layout, key) for m, n, k, layout in self.shapes for key in self.keys]
+        """Every (M, N, K, layout, key) the probe times: each shape with each config, but a split deeper than the
+        shape's K-steps (the kernels refuse it)."""
+        from theodolite.kernels.config import GemmConfig
+
+        def runs(key: str, k: int) -> bool:
+            cfg = GemmConfig.from_key(key)
+            return cfg.split_k * cfg.block_k <= k
+
+        return [(m, n, k, layout, key) for m, n, k, layout in self.shapes for key in self.keys if runs(key, k)]
 
 
 def _one_wave_side(profile: Profile) -> int:
@@ -133,10 +147,10 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
               ((2048, 2048, 64, "nn"),) if quick else ((2048, 2048, 64, "nn"), (4096, 1024, 64, "nn")),
               ("persistent/64x64x64/g8/w4/s12/k1", "persistent/64x64x64/g8/w4/s8/k1"), "level",
               "one K-step on deep pipelines: the prologue zero-fills the stages beyond it"),
-        Probe("splitk-reduce", "model_splitk_reduce_cost",
-              ((32, 512, 32768, "nn"),) if quick else ((32, 512, 32768, "nn"), (16, 1024, 16384, "nn")),
-              ("splitk/16x64x128/g8/w4/s4/k32", "splitk/16x64x128/g8/w4/s4/k64"), "level",
-              "deep split-K of a skinny shape: the partials' reduction is most of the time"),
+        Probe("splitk-reduce", "model_splitk_reduce_cost", tuple((16, 256, k, "nn") for k in (512, 1024, 2048)),
+              SPLIT_KEYS, "split",
+              "four 16x64 tiles split 4, 8 and 16 ways, each slice one or two K-steps (one wave, the last slice "
+              "reduces): what one more slice's partial costs"),
         Probe("scalar", "model_scalar_load_cost",
               ((64, 4095, 1024, "nn"),) if quick else ((64, 4095, 1024, "nn"), (64, 2047, 2048, "nn")),
               ("persistent/64x64x64/g8/w4/s4/k1", "persistent/64x128x64/g8/w4/s4/k1"), "level",

@@ -11,7 +11,18 @@ from pathlib import Path
 import pytest
 from theodolite.model import hardware as hardware_module
 from theodolite.model.calibration_cv import PRIOR_WEIGHTS, shape_folds
-from theodolite.model.calibration_fit import BOUNDS, Objective, Predictor, Timing, fit, holdout, residuals, slope_pairs
+from theodolite.model.calibration_fit import (
+    BOUNDS,
+    Objective,
+    Predictor,
+    Timing,
+    fit,
+    holdout,
+    log_step_jacobian,
+    residuals,
+    slope_pairs,
+    split_pairs,
+)
 from theodolite.model.calibration_probes import FIT_PARAMETERS, FLOOR_PARAMETERS, probe_parameters, probes
 from theodolite.model.calibration_shapes import (
     CalibrationShapesError,
@@ -92,6 +103,53 @@ def test_slope_residuals_cancel_the_fixed_cost() -> None:
     shifted = measured + 7.0  # a different fixed cost, the same per-K-step slope
     assert np.allclose(residuals(shifted, measured, "slope", pairs), 0.0)
     assert not np.allclose(residuals(shifted, measured, "level"), 0.0)
+
+
+def test_split_pairs_match_splits_whose_slices_run_equal_k_steps() -> None:
+    """Split pairs join timings of one tile and shape whose slices each run the same K-steps (K grown with the split),
+    never an unsplit config, a slice count that leaves slices uneven, or another tile."""
+    key = "splitk/16x64x128/g8/w4/s4/k{}"
+    rows = [Timing(16, 256, k, "nn", key.format(s), 0.0) for k in (512, 1024, 2048) for s in (4, 8, 16)]
+    rows += [Timing(16, 256, 1024, "nn", "persistent/16x64x128/g8/w4/s4/k1", 0.0)]
+    rows += [Timing(16, 256, 1536, "nn", key.format(8), 0.0)]  # 12 K-steps over 8 slices: uneven
+    rows += [Timing(16, 256, 2048, "nn", "splitk/16x64x256/g8/w4/s3/k8", 0.0)]  # another tile: alone
+    pairs = {(rows[a].k, rows[a].key[-3:], rows[b].k, rows[b].key[-3:]) for a, b in split_pairs(rows)}
+    assert pairs == {(512, "/k4", 1024, "/k8"), (1024, "/k8", 2048, "k16"), (1024, "/k4", 2048, "/k8")}
+
+
+def test_split_mode_recovers_the_reduction_cost_whatever_the_slices_cost() -> None:
+    """The splitk-reduce probe's pairs differ by the partials alone: timings made by the model at a known reduction
+    cost, with every timing shifted by one constant (a fixed cost the model misses), give that cost back."""
+    import numpy as np
+
+    profile = load_profile(PROFILES / BUNDLED[0])
+    (probe,) = [p for p in probes(profile) if p.parameter == "model_splitk_reduce_cost"]
+    assert probe.mode == "split"
+    rows = [Timing(m, n, k, layout, key, 1.0) for m, n, k, layout, key in probe.pairs()]
+    assert len(split_pairs(rows)) >= 3
+    predicted = Predictor(profile, rows)({"model_splitk_reduce_cost": 1.7})
+    shifted = [dataclasses.replace(t, seconds=float(s) + 0.8e-6) for t, s in zip(rows, predicted, strict=True)]
+    result = fit(profile, shifted, ["model_splitk_reduce_cost"], {}, "split", bootstrap=4, by_timing=True)
+    assert math.isclose(result.values["model_splitk_reduce_cost"], 1.7, rel_tol=0.02)
+    level = fit(profile, shifted, ["model_splitk_reduce_cost"], {}, "level", bootstrap=0, by_timing=True)
+    assert not math.isclose(level.values["model_splitk_reduce_cost"], 1.7, rel_tol=0.1)  # a level absorbs the shift
+    assert np.isfinite(result.spread["model_splitk_reduce_cost"])
+
+
+def test_log_step_jacobian_keeps_its_step_at_a_parameter_of_one() -> None:
+    """The solver's slopes use a step of 0.1% of the parameter wherever it is: at a value of exactly 1 (log 0) scipy's
+    relative step fell to 1e-8, where the model's piecewise terms are flat, and a solve stopped there."""
+    import numpy as np
+
+    def quantised(x: np.ndarray) -> np.ndarray:  # the model's times move in steps finer than 0.1%, coarser than 1e-8
+        return np.round(np.exp(x) * 1e6) / 1e6
+
+    upper = np.array([3.0])
+    for at in (0.0, 1.0, -2.0):
+        slope = log_step_jacobian(quantised, np.array([at]), upper)
+        assert slope.shape == (1, 1) and math.isclose(slope[0, 0], math.exp(at), rel_tol=0.02)
+    backwards = log_step_jacobian(quantised, np.array([3.0]), upper)  # at the upper bound: a step down
+    assert math.isclose(backwards[0, 0], math.exp(3.0), rel_tol=0.02)
 
 
 # Known parameters for the fake GPU (values an H100 fit once gave; the composite K-step at the ~300 cycles it measured
