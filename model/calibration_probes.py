@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from theodolite.kernels.config import DTYPE_BYTES
+from theodolite.kernels.config import DTYPE_BYTES, GemmConfig
 
 from theodolite.profile.schema import Profile
 
@@ -96,7 +96,6 @@ class Probe:
     def pairs(self) -> list[tuple[int, int, int, str, str]]:
         """Every (M, N, K, layout, key) the probe times: each shape with each config, but a split deeper than the
         shape's K-steps (the kernels refuse it)."""
-        from theodolite.kernels.config import GemmConfig
 
         def runs(key: str, k: int) -> bool:
             cfg = GemmConfig.from_key(key)
@@ -170,7 +169,6 @@ def l2_scale_floor(profile: Profile, timings: Sequence[Timing]) -> dict[str, flo
     L2-bound at up to twice their measured time (H100: a scale of 0.56 against the 1.22 these timings imply), and the
     compute-bound big tiles with them.  {} where no pair is timed.  Calibrate's model stage takes this floor as the
     scale's value (``FLOOR_PARAMETERS``): the least rate the tile loads demonstrably reach."""
-    from theodolite.kernels.config import GemmConfig
     from theodolite.model.calibration_fit import slope_pairs
 
     bandwidth = float(profile.value("l2_bandwidth"))
