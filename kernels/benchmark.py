@@ -3,8 +3,12 @@
 Two timing modes, the same for our configs and for torch.matmul:
 
 - inputs that do not fit in L2: ``triton.testing.do_bench``'s method with bounded counts (each
-  run preceded by an L2 flush with Triton's cache-clear buffer, timed alone with CUDA events,
-  median kept);
+  run preceded by an L2 flush, timed alone with CUDA events, median kept).  The flush reads a buffer
+  four times the L2 (at least 256 MB), so the timed kernel finds the L2 full of clean lines, as a
+  layer of a model finds it after the previous layer's weight reads.  do_bench's flush zeroes its
+  buffer instead and leaves ~L2-size of dirty lines whose write-back the timed kernel pays: 5-10 µs on
+  a memory-bound kernel of 20-60 µs (``experiments/flush_writeback.py``; ``FLUSHES`` keeps it as
+  ``"write"`` for comparisons);
 - inputs that fit in L2 (tiny and small shapes, where a single flushed run of a few microseconds
   is mostly event and launch noise): ``rotated`` -- copies of the inputs that together exceed twice
   the L2 (at most 32: tiny inputs then stay in L2, for both) are cycled through, many calls back to
@@ -50,6 +54,8 @@ _TORCH_DTYPES = {
     "fp8e4m3": torch.float8_e4m3fn,
     "fp8e5m2": torch.float8_e5m2,
 }
+FLUSHES = ("read", "write")  # Timer's L2 flush: read a clean buffer (default), or zero one as do_bench does
+FLUSH_MIN_BYTES = 256 << 20  # the flush buffer: at least this, and four times the L2
 SPIN_CYCLES = 2_000_000  # ~1 ms of GPU spin at ~2 GHz ahead of a queued round
 FINAL_ROUNDS = 15  # rounds of the side-by-side final round (each candidate timed once per round)
 # A config whose output differs from torch.matmul by more than this (max |diff| / max |ref|) is wrong.
@@ -85,19 +91,30 @@ class Timer:
         cutoff: float = 3.0,
         batch_us: float = 300.0,
         batches: int = 5,
+        flush: str = "read",
     ) -> None:
-        import triton
-
-        self.driver = triton.runtime.driver.active
-        self.cache = self.driver.get_empty_cache_for_benchmark()
+        if flush not in FLUSHES:
+            raise ValueError(f"flush must be one of {', '.join(FLUSHES)} (got {flush!r})")
+        self.flush_kind = flush
+        self.l2 = l2_bytes()
+        words = max(FLUSH_MIN_BYTES, 4 * self.l2) // 4
+        self.cache = torch.ones(words, dtype=torch.float32, device="cuda")
+        self.sink = torch.empty((), dtype=torch.float32, device="cuda")
         self.rep_ms = rep_ms
         self.max_reps = max_reps
         self.min_reps = min_reps
         self.cutoff = cutoff
         self.batch_us = batch_us
         self.batches = batches
-        self.l2 = l2_bytes()
         self.last_mode = ""  # how the last interleaved() timed: "graph" or "eager (...)"
+
+    def flush(self) -> None:
+        """Evict the L2 before a timed run: a read of the flush buffer (clean lines left behind; the previous run's
+        dirty lines are written back now, not inside the next timing), or a zeroing of it (``flush="write"``)."""
+        if self.flush_kind == "read":
+            torch.sum(self.cache, dim=0, out=self.sink)
+        else:
+            self.cache.zero_()
 
     def _timed(self, fn: Callable[[], Any], count: int) -> list[float]:
         """``count`` L2-flushed runs, queued behind a GPU spin (as ``flushed_interleaved``'s rounds) so that a host
@@ -109,7 +126,7 @@ class Timer:
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         torch.cuda._sleep(SPIN_CYCLES)
         for i in range(count):
-            self.driver.clear_cache(self.cache)
+            self.flush()
             starts[i].record()
             fn()
             ends[i].record()
@@ -233,7 +250,7 @@ class Timer:
             events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in order]
             torch.cuda._sleep(SPIN_CYCLES)  # the host queues the round while the GPU spins
             for i, (start, end) in zip(order, events, strict=True):
-                self.driver.clear_cache(self.cache)
+                self.flush()
                 start.record()
                 fns[i]()
                 end.record()
@@ -286,6 +303,30 @@ def l2_bytes(device: torch.device | None = None) -> int:
     """L2 size torch reports for the device (0 when unknown: then every shape is timed with flushes)."""
     props = torch.cuda.get_device_properties(device or torch.device("cuda"))
     return int(getattr(props, "L2_cache_size", 0) or 0)
+
+
+def timing_floors(timer: Timer) -> dict[str, float]:
+    """What an (almost) empty kernel reads in each timing mode, for reading times as a model predicts them.
+
+    The model predicts a kernel's cost within a stream of work (launched behind the previous kernel, as in a CUDA
+    graph: ``launch_overhead_graph``).  Graph-replayed timing (inputs that fit in L2) measures that; a flushed run
+    between two events also pays the events' own bracket: an empty kernel reads ~3 µs there against ~0.7 µs per
+    call in graph replays (H200).  ``model.evaluate`` takes the difference off flushed times for its predicted /
+    measured figures only (``in_stream_ms``).  Keys: ``flushed_ms``, ``graph_ms`` (per call), ``l2_bytes``."""
+
+    def empty() -> None:
+        torch.cuda._sleep(1)
+
+    empty()
+    flushed = timer.flushed_interleaved([empty])[0]
+    graph = timer.interleaved([[empty]])[0]
+    return {"flushed_ms": float(flushed), "graph_ms": float(graph), "l2_bytes": float(timer.l2)}
+
+
+def flushed_timing(set_bytes: int, l2: int) -> bool:
+    """Whether a shape whose inputs and output take ``set_bytes`` is timed in L2-flushed runs (else graph-replayed
+    on rotated copies): ``rotation_count`` gives no rotation."""
+    return rotation_count(set_bytes, l2) == 0
 
 
 def rotation_count(set_bytes: int, l2: int, max_sets: int = 32) -> int:
@@ -618,10 +659,10 @@ def run_bench(
             "rep_ms": settings.rep_ms,
             "max_reps": settings.max_reps,
             "timing": (
-                "inputs over L2/2: median of L2-flushed CUDA-event runs (do_bench method); smaller: median of"
+                "inputs over L2/2: median of CUDA-event runs after an L2 flush by a read; smaller: median of"
                 " batches of back-to-back calls rotating input copies (> 2x L2, at most 32); early stop at 3x the best"
                 if settings.rotate
-                else "median of L2-flushed CUDA-event runs (do_bench method), early stop at 3x the best"
+                else "median of CUDA-event runs after an L2 flush by a read, early stop at 3x the best"
             ),
             "l2_bytes": timer_l2,
             **settings.extra,

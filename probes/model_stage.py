@@ -413,17 +413,27 @@ def refit(profile: Profile, settings: StageSettings | None = None) -> tuple[Prof
 
 def gpu_time_shape(budget_ms: float = 400.0) -> TimeShape:
     """The GPU timer: ``kernels.benchmark.final_round`` (checked runs, side by side, graph replay for shapes that
-    fit in L2, L2-flushed runs within ``budget_ms`` otherwise), in seconds; configs that fail are left out."""
-    from theodolite.kernels.benchmark import BenchSettings, Timer, final_round
+    fit in L2, L2-flushed runs within ``budget_ms`` otherwise), in seconds per call within a stream of work, as the
+    model predicts them: a flushed shape's times less its events' bracket (``kernels.benchmark.timing_floors``,
+    measured once on the first shape; ``model.evaluate.in_stream_ms`` reads validation sweeps the same way);
+    configs that fail are left out."""
+    from theodolite.kernels.benchmark import BenchSettings, Timer, final_round, flushed_timing, timing_floors
 
     timer = Timer()
+    floor: dict[str, float] = {}
 
     def time_shape(m: int, n: int, k: int, layout: str, keys: Sequence[str]) -> dict[str, float]:
         import torch
 
+        if not floor:
+            floor.update(timing_floors(timer))
         times, _ = final_round(m, n, k, keys, BenchSettings(dtype="bf16", layout=layout), timer, budget_ms)
         torch.cuda.empty_cache()
-        return {key: ms / 1e3 for key, ms in times.items() if key in keys and ms and math.isfinite(ms)}
+        flushed = flushed_timing(2 * (m * k + k * n + m * n), timer.l2)  # bf16 inputs and output
+        bracket = floor["flushed_ms"] - floor["graph_ms"] if flushed else 0.0
+        return {
+            key: max(ms - bracket, 1e-6) / 1e3 for key, ms in times.items() if key in keys and ms and math.isfinite(ms)
+        }
 
     return time_shape
 

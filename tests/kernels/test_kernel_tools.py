@@ -277,3 +277,19 @@ def test_bundled_profiles_carry_every_load_class_build() -> None:
             for loads in KERNEL_LOADS:
                 build = profile.kernel_build(config.variant, config.key, "bf16", loads)
                 assert build is not None, (name, config.key, loads)
+
+
+def test_timer_refuses_an_unknown_flush() -> None:
+    """The flush is named before any GPU is touched: a typo is a clear error, not a silently different timing."""
+    from theodolite.kernels.benchmark import FLUSHES, Timer
+
+    assert FLUSHES[0] == "read"  # the default leaves the L2 clean
+    with pytest.raises(ValueError, match="flush must be one of read, write"):
+        Timer(flush="zero")
+
+
+def test_flushed_timing_follows_the_rotation_rule() -> None:
+    from theodolite.kernels.benchmark import flushed_timing
+
+    l2 = 50 * 2**20
+    assert flushed_timing(30 * 2**20, l2) and not flushed_timing(20 * 2**20, l2)

@@ -330,6 +330,9 @@ def test_load_shapes_and_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixtur
         assert "needs a GPU" in capsys.readouterr().err
 
 
+FAKE_FLOORS = {"flushed_ms": 0.003, "graph_ms": 0.0007, "l2_bytes": 50.0 * 2**20}
+
+
 @pytest.fixture
 def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """torch sees an H100 and the timing is a formula; everything else (model, nvmmh, files) is real."""
@@ -355,6 +358,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return final
 
     monkeypatch.setattr(validation, "gpu_final", fake_gpu_final)
+    monkeypatch.setattr(validation, "gpu_floors", lambda settings: lambda: dict(FAKE_FLOORS))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr(validation, "gpu_measure", fake_gpu_measure)
@@ -378,6 +382,7 @@ def test_validate_cli_end_to_end_with_fake_gpu(fake_gpu: list[str], tmp_path: Pa
     assert summarize(results)["efficiency"]["min"] == pytest.approx(1.0)  # ties in the final round
     del measured[4:]
     assert results.settings["shard"] == "0/2" and not results.settings["incomplete"]
+    assert results.settings["timing_floor"] == FAKE_FLOORS  # the empty kernel in both timing modes, kept
     first = results.shapes[0]
     assert first.model_pick in first.configs, first.errors.get("@model")
     assert first.model_predicted_ms and first.selection_us

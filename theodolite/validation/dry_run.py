@@ -14,7 +14,7 @@ from theodolite.validation.peers import fixed_pick
 from theodolite.validation.picks import model_pick
 from theodolite.validation.shapes import Shape, ValidateSettings, shard_of
 
-FLUSH_MS = 0.12  # L2 flush (256 MB memset) before every timed run, plus launch gaps
+FLUSH_MS = 0.12  # L2 flush (a 256 MB read) before every timed run, plus launch gaps
 CONFIG_OVERHEAD_MS = 6.0  # plan, NaN fill, checked run, error check, sync per config
 
 

@@ -2,7 +2,7 @@
 
 ``validate`` builds the real ``Harness`` (kernels.benchmark's timer, the model, the peers, Triton's autotune
 procedure) and runs the sweep; ``final_on_file`` adds the final round to an existing results file.  torch and
-Triton are imported only when a sweep really runs.  ``gpu_measure``, ``gpu_final``, ``gpu_autotune``,
+Triton are imported only when a sweep really runs.  ``gpu_measure``, ``gpu_final``, ``gpu_floors``, ``gpu_autotune``,
 ``precompile_all``, ``_precompile_pairs`` and ``NvmmhPeer`` are looked up on the ``theodolite.validation``
 package at the call, so a test that replaces one there (a fake GPU) reaches these entry points.
 """
@@ -68,6 +68,17 @@ def gpu_final(settings: ValidateSettings) -> Final:
         return benchmark.final_round(shape.m, shape.n, shape.k, keys, bench, timer)
 
     return final
+
+
+def gpu_floors(settings: ValidateSettings) -> Callable[[], dict[str, float]]:
+    """kernels.benchmark.timing_floors with the sweep's timer settings."""
+
+    def floors() -> dict[str, float]:
+        from theodolite.kernels import benchmark
+
+        return benchmark.timing_floors(benchmark.Timer(settings.rep_ms, settings.max_reps))
+
+    return floors
 
 
 def gpu_autotune(warmup_ms: int = 25, rep_ms: int = 100) -> Autotune:
@@ -237,6 +248,7 @@ def validate(
         autotune=package.gpu_autotune() if "autotune" in settings.peers else None,
         final=package.gpu_final(settings) if settings.final else None,
         log=log,
+        floors=package.gpu_floors(settings),
     )
     started = time.monotonic()
     mine = shard_of(shapes, *settings.shard)

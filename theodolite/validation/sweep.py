@@ -44,6 +44,8 @@ class Harness:
     clock: Callable[[], float] = time.monotonic
     log: Callable[[str], None] = print
     save: Callable[[Results, Any], Any] = save_results
+    # what an empty kernel reads in each timing mode (kernels.benchmark.timing_floors), stored with the results
+    floors: Callable[[], dict[str, float]] | None = None
 
 
 def _new_results(settings: ValidateSettings, harness: Harness, device: str, command: str) -> Results:
@@ -66,7 +68,7 @@ def _new_results(settings: ValidateSettings, harness: Harness, device: str, comm
             "max_reps": settings.max_reps,
             "fixed_config": FIXED_CONFIG.key,
             "timing": (
-                "inputs over L2/2: median of L2-flushed CUDA-event runs (do_bench method); smaller: median GPU time"
+                "inputs over L2/2: median of CUDA-event runs after an L2 flush by a read; smaller: median GPU time"
                 " per call of CUDA-graph replays of back-to-back calls rotating input copies (> 2x L2, at most 32;"
                 " host launch cost excluded); torch.matmul side by side; then the final round"
             ),
@@ -152,6 +154,8 @@ def run_validation(
             )
     if results is None:
         results = _new_results(settings, harness, device, command)
+    if harness.floors is not None and "timing_floor" not in results.settings:
+        results.settings["timing_floor"] = harness.floors()
     for name, value in (versions or {}).items():
         setattr(results, name, value)
     done = {result_key(s) for s in results.shapes}
