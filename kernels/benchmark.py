@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import triton
 from theodolite.kernels.config import GemmConfig, KernelLimits, Problem, legal_configs
 
 _TORCH_DTYPES = {
@@ -305,6 +306,11 @@ def l2_bytes(device: torch.device | None = None) -> int:
     return int(getattr(props, "L2_cache_size", 0) or 0)
 
 
+@triton.jit
+def _empty_kernel(x_ptr):  # noqa: ANN001, ARG001 (a launch that does nothing: the timing floor)
+    pass
+
+
 def timing_floors(timer: Timer) -> dict[str, float]:
     """What an (almost) empty kernel reads in each timing mode, for reading times as a model predicts them.
 
@@ -314,8 +320,10 @@ def timing_floors(timer: Timer) -> dict[str, float]:
     call in graph replays (H200).  ``model.evaluate`` takes the difference off flushed times for its predicted /
     measured figures only (``in_stream_ms``).  Keys: ``flushed_ms``, ``graph_ms`` (per call), ``l2_bytes``."""
 
+    x = torch.zeros(1, device="cuda")
+
     def empty() -> None:
-        torch.cuda._sleep(1)
+        _empty_kernel[(1,)](x)
 
     empty()
     flushed = timer.flushed_interleaved([empty])[0]
