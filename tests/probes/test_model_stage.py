@@ -263,12 +263,18 @@ def test_prior_holds_a_parameter_the_timings_do_not_determine() -> None:
 
 
 def test_cross_validation_picks_no_prior_where_the_data_determine_the_parameters(synthetic) -> None:  # type: ignore[no-untyped-def]
-    """On timings the model generated (1% noise) under parameters far from the defaults, the held-out loss is
-    lowest without the prior, and the cross-validation says so; every weight's loss is recorded."""
+    """On timings the model generated (1% noise) under parameters far from the defaults, the held-out picks are best
+    with no or a weak prior and clearly worse with the strong ones, and the cross-validation takes a weak one (the
+    largest weight tied with the best: 1 here, whose picks are within REGRET_TIE of the free fit's); every weight's
+    loss is recorded."""
+    from theodolite.model.calibration_cv import REGRET_TIE
+
     _, _, report = synthetic
     assert report.prior is not None and set(report.prior.losses) == set(PRIOR_WEIGHTS)
-    assert report.prior.weight == 0.0
-    assert report.prior.losses[0.0] < report.prior.losses[max(PRIOR_WEIGHTS)]
+    losses = report.prior.losses
+    assert report.prior.weight < 8.0
+    assert losses[report.prior.weight] <= min(losses.values()) + REGRET_TIE
+    assert min(losses[0.0], losses[1.0]) + REGRET_TIE < min(losses[w] for w in PRIOR_WEIGHTS if w >= 8.0)
 
 
 def test_shape_folds_keep_each_shape_on_one_side() -> None:
