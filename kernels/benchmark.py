@@ -6,9 +6,9 @@ Two timing modes, the same for our configs and for torch.matmul:
   run preceded by an L2 flush, timed alone with CUDA events, median kept).  The flush reads a buffer
   four times the L2 (at least 256 MB), so the timed kernel finds the L2 full of clean lines, as a
   layer of a model finds it after the previous layer's weight reads.  do_bench's flush zeroes its
-  buffer instead and leaves ~L2-size of dirty lines whose write-back the timed kernel pays: 5-10 µs on
-  a memory-bound kernel of 20-60 µs (``experiments/flush_writeback.py``; ``FLUSHES`` keeps it as
-  ``"write"`` for comparisons);
+  buffer instead and leaves ~L2-size of dirty lines whose write-back the timed kernel pays: 3-10 µs on
+  a memory-bound kernel of 15-60 µs (``experiments/flush_writeback.py``, H100; ``stream_ramp.py``, H200;
+  ``Timer(flush="write")`` keeps it for comparisons);
 - inputs that fit in L2 (tiny and small shapes, where a single flushed run of a few microseconds
   is mostly event and launch noise): ``rotated`` -- copies of the inputs that together exceed twice
   the L2 (at most 32: tiny inputs then stay in L2, for both) are cycled through, many calls back to
@@ -312,13 +312,14 @@ def _empty_kernel(x_ptr):  # noqa: ANN001, ARG001 (a launch that does nothing: t
 
 
 def timing_floors(timer: Timer) -> dict[str, float]:
-    """What an (almost) empty kernel reads in each timing mode, for reading times as a model predicts them.
+    """What an empty Triton launch reads in each timing mode, for reading times as a model predicts them.
 
     The model predicts a kernel's cost within a stream of work (launched behind the previous kernel, as in a CUDA
     graph: ``launch_overhead_graph``).  Graph-replayed timing (inputs that fit in L2) measures that; a flushed run
-    between two events also pays the events' own bracket: an empty kernel reads ~3 µs there against ~0.7 µs per
-    call in graph replays (H200).  ``model.evaluate`` takes the difference off flushed times for its predicted /
-    measured figures only (``in_stream_ms``).  Keys: ``flushed_ms``, ``graph_ms`` (per call), ``l2_bytes``."""
+    between two events also pays the events' own bracket: an empty launch reads 2.8-4.6 µs there against 0.8-1.4 µs
+    per call in graph replays (H200 hosts, one GPU alone and four beside compiles).  ``model.evaluate`` takes the
+    difference off flushed times for its predicted / measured figures only (``in_stream_ms``).  Keys:
+    ``flushed_ms``, ``graph_ms`` (per call), ``l2_bytes``."""
 
     x = torch.zeros(1, device="cuda")
 
