@@ -398,3 +398,34 @@ def test_refit_keeps_a_parameter_whose_probe_the_stored_run_lacked(synthetic) ->
     assert any(name in note and "earlier value is kept" in note for note in report.notes)
     assert "composite-step" not in stored_timings(again)
     assert again.metrics["model_tile_overhead"].method == METHOD_PROBE
+
+
+def test_gpu_timer_takes_the_flushed_bracket_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """calibrate's GPU timer stores in-stream times: a shape timed in flushed runs (over half the L2) loses the
+    events' bracket (the floors' difference, measured once), a graph-timed one keeps its times; failed configs drop."""
+    import theodolite.kernels.benchmark as benchmark
+    import torch
+    from theodolite.probes.model_stage import gpu_time_shape
+
+    class FakeTimer:
+        l2 = 50 * 2**20
+
+    floors_measured: list[int] = []
+
+    def fake_floors(timer: object) -> dict[str, float]:
+        floors_measured.append(1)
+        return {"flushed_ms": 0.0031, "graph_ms": 0.0007, "l2_bytes": float(FakeTimer.l2)}
+
+    def fake_final_round(m, n, k, keys, settings, timer, budget_ms):  # noqa: ANN001, ANN202
+        return {"a": 0.0200, "b": float("nan"), "torch": 0.0300}, {}
+
+    monkeypatch.setattr(benchmark, "Timer", FakeTimer)
+    monkeypatch.setattr(benchmark, "timing_floors", fake_floors)
+    monkeypatch.setattr(benchmark, "final_round", fake_final_round)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    time_shape = gpu_time_shape()
+    flushed = time_shape(1, 4096, 4096, "nt", ["a", "b"])  # 33.6 MB of bf16: flushed
+    rotated = time_shape(64, 256, 256, "nn", ["a", "b"])
+    assert flushed == pytest.approx({"a": (0.0200 - 0.0024) / 1e3})
+    assert rotated == pytest.approx({"a": 0.0200 / 1e3})
+    assert floors_measured == [1]  # once, on the first shape
