@@ -1,4 +1,5 @@
-"""HBM: read, write and copy bandwidth; SMs to saturate reads; latency beyond every cache.
+"""HBM: read, write and copy bandwidth; a GEMM output's tile-by-tile writes; SMs to saturate reads; latency beyond
+every cache.
 
 Bandwidth over 2 GiB buffers (far beyond L2): a few stream kernels (persistent, 8 programs per SM;
 one program per block with several block sizes and cache hints) are tried and the fastest is
@@ -18,7 +19,7 @@ import numpy as np
 from theodolite.probes import analysis
 from theodolite.probes.chase import Ring, chase, flush_l2
 from theodolite.probes.common import ProbeContext, ProbeResult, cuda_time
-from theodolite.probes.stream import Streamer, StreamVariant, stream_bytes, stream_rate
+from theodolite.probes.stream import Streamer, StreamVariant, TileWrite, stream_bytes, stream_rate, tile_write_rate
 
 from theodolite.profile.schema import Curve, Measurement
 
@@ -144,6 +145,8 @@ def run(ctx: ProbeContext) -> ProbeResult:
         }
     )
 
+    tile_write(ctx, src, result)
+
     # read bandwidth against SMs: the whole grid in every mode (a sweep costs milliseconds), SATURATION_SWEEPS
     # interleaved sweeps (a disturbance hits one sweep, not one point's every sample), the per-point median kept
     counts = [c for c in sorted({1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, ctx.sm_count}) if c <= ctx.sm_count]
@@ -183,6 +186,36 @@ def run(ctx: ProbeContext) -> ProbeResult:
             note="ld.global.cg pointer chase after an L2 flush, random lines of a 512 MiB ring (TLB misses included)",
         )
     return result
+
+
+TILE_WRITE_SHAPE = (16384, 32768)  # 1 GiB of 2-byte outputs (a quick run: half the rows)
+
+
+def tile_write(ctx: ProbeContext, buffer, result: ProbeResult) -> None:
+    """``hbm_tile_write_bandwidth``: a GEMM output's write pattern alone (``stream.tile_write_kernel``: 128x256 tiles
+    of 2-byte elements in grouped order over a 1 GiB matrix, in ``buffer``'s memory).  A build or launch that fails
+    is recorded as unsupported; the other HBM metrics stand."""
+    import torch
+
+    rows, cols = TILE_WRITE_SHAPE
+    rows = rows // 2 if ctx.quick else rows
+    variant = TileWrite()
+    try:
+        out = buffer[: rows * cols // 2].view(torch.float16).view(rows, cols)
+        tile_write_rate(out, variant)  # compile and warm
+        result.metrics["hbm_tile_write_bandwidth"] = analysis.measure_with_retries(
+            lambda: tile_write_rate(out, variant),
+            "hbm_tile_write_bandwidth",
+            "B/s",
+            "hbm.tile_write",
+            repeats=ctx.repeats,
+            retries=ctx.retries,
+            cv_threshold=ctx.cv_threshold,
+            settings={"rows": rows, "cols": cols, "element_bytes": 2, "variant": variant.key},
+            note=f"{variant.key}: a GEMM output's stores alone (tile rows a row pitch apart, grouped tile order)",
+        )
+    except Exception as error:  # a build or launch this GPU refuses: say so, keep the rest of the probe
+        result.unsupported["hbm_tile_write_bandwidth"] = f"{type(error).__name__}: {error}"[:200]
 
 
 # Sweeps of the read-bandwidth-against-SMs curve: one sweep's point varies by ~0.5% (what the spread of the H200's

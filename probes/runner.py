@@ -35,7 +35,11 @@ PROBES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("matrix", "theodolite.probes.matrix", ("mma_throughput_fp16", "mma_throughput_bf16", "fma_throughput_fp32")),
     ("smem", "theodolite.probes.smem", ("smem_bandwidth_per_sm", "smem_latency")),
     ("l2", "theodolite.probes.l2", ("l2_bandwidth", "l2_effective_bytes", "l2_latency_near", "l2_latency_far")),
-    ("hbm", "theodolite.probes.hbm", ("hbm_read_bandwidth", "hbm_write_bandwidth", "hbm_copy_bandwidth")),
+    (
+        "hbm",
+        "theodolite.probes.hbm",
+        ("hbm_read_bandwidth", "hbm_write_bandwidth", "hbm_copy_bandwidth", "hbm_tile_write_bandwidth"),
+    ),
     (
         "launch",
         "theodolite.probes.launch",
@@ -65,6 +69,7 @@ SPREAD_LIMITS: dict[str, dict[str, float]] = {
         "hbm_read_bandwidth": 0.05,
         "hbm_write_bandwidth": 0.05,
         "hbm_copy_bandwidth": 0.05,
+        "hbm_tile_write_bandwidth": 0.05,
         "hbm_read_bandwidth_one_sm": 0.12,
         # the 90% point fitted on each sweep: a spread over the 5% a node bar allows between two calibrations
         "hbm_saturation_sms": 0.05,

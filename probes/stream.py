@@ -228,3 +228,60 @@ def stream_rate(
     moved = stream_bytes(variant, nbytes, sm_count) * (2 if kind == "copy" else 1)
     seconds = cuda_time(lambda: launch_stream(kind, variant, sm_count, src, dst, out, nbytes), launches=launches)
     return moved / seconds
+
+
+# --- GEMM-output-shaped writes ----------------------------------------------------------------------
+# A GEMM's epilogue writes its output tile by tile: BLOCK_M rows of BLOCK_N elements each, the rows a whole output row
+# pitch apart, the tiles in the grouped order the bundled kernels walk (GROUP_M row tiles per column sweep).  Short-K
+# GEMMs with large outputs write at about half the flat write probe's rate on both GPUs (docs/model.md, known
+# defects); this kernel writes the same pattern with nothing else in the program, so the store pattern's own rate is
+# measured apart from the GEMM around it.
+
+
+@triton.jit
+def tile_write_kernel(
+    out_ptr, M, N, stride_m, value, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr
+):
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    size_m = tl.minimum(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % size_m
+    pid_n = (pid % per_group) // size_m
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tile = (tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32) + value).to(out_ptr.dtype.element_ty)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    tl.store(out_ptr + rows[:, None].to(tl.int64) * stride_m + cols[None, :], tile, mask=mask)
+
+
+@dataclass(frozen=True)
+class TileWrite:
+    """The tile shape, group and warps of a GEMM-output-shaped write (the bundled kernels' large TMA tile)."""
+
+    block_m: int = 128
+    block_n: int = 256
+    group_m: int = 8
+    warps: int = 8
+
+    @property
+    def key(self) -> str:
+        return f"tiles/{self.block_m}x{self.block_n}/g{self.group_m}/w{self.warps}"
+
+
+def launch_tile_write(out, variant: TileWrite, value: float = 1.5):
+    """One launch writing every element of the 2-D ``out`` (unit column stride) tile by tile."""
+    m, n = out.shape
+    grid = (triton.cdiv(m, variant.block_m) * triton.cdiv(n, variant.block_n),)
+    return tile_write_kernel[grid](
+        out, m, n, out.stride(0), value,
+        BLOCK_M=variant.block_m, BLOCK_N=variant.block_n, GROUP_M=variant.group_m, num_warps=variant.warps,
+    )  # fmt: skip
+
+
+def tile_write_rate(out, variant: TileWrite, launches: int = 2) -> float:
+    """Bytes per second one tile-by-tile write of ``out`` reaches."""
+    seconds = cuda_time(lambda: launch_tile_write(out, variant), launches=launches)
+    return out.numel() * out.element_size() / seconds

@@ -37,6 +37,19 @@ def test_read_and_write_streams():
     assert (buffer[: programs * n] == 1.5).all() and (buffer[programs * n :] == 0).all()
 
 
+@pytest.mark.parametrize("shape", [(37, 70), (64, 96), (5, 130)])
+def test_tile_write_covers_the_matrix_and_nothing_past_it(shape):
+    """Grouped tile order with a partial last group and ragged edge tiles: every element of the matrix is written,
+    the columns beyond it in each row pitch are not."""
+    from theodolite.probes.stream import TileWrite, launch_tile_write
+
+    rows, cols = shape
+    backing = torch.zeros(rows, cols + 9, dtype=torch.float16)
+    launch_tile_write(backing[:, :cols], TileWrite(block_m=16, block_n=32, group_m=3, warps=1))
+    assert (backing[:, :cols] == 1.5).all()
+    assert (backing[:, cols:] == 0).all()
+
+
 def test_mma_kernel_accumulates_iters_dots():
     from theodolite.probes.matrix import mma_kernel
 
@@ -99,3 +112,16 @@ def test_fma_kernel_untimed_chain():
     for _ in range(iters):
         y = y * a + b
     assert torch.allclose(out[:block], y, rtol=1e-5) and torch.allclose(out[block:], y, rtol=1e-5)
+
+
+def test_tile_write_probe_failure_leaves_the_metric_unsupported(monkeypatch):
+    """Where the tile-write launch or its timing fails (here: no CUDA events on the CPU), the metric is recorded as
+    unsupported with the reason, and nothing else of the HBM probe's result is touched."""
+    from theodolite.probes import hbm
+    from theodolite.probes.common import ProbeContext, ProbeResult
+
+    monkeypatch.setattr(hbm, "TILE_WRITE_SHAPE", (64, 128))
+    result = ProbeResult()
+    hbm.tile_write(ProbeContext(quick=True), torch.zeros(64 * 128), result)
+    assert "hbm_tile_write_bandwidth" not in result.metrics
+    assert result.unsupported["hbm_tile_write_bandwidth"]
