@@ -96,6 +96,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "hbm_copy_bandwidth": MetricSpec(
             "B/s", "device-memory copy bandwidth, bytes read plus written", False, 1e9, 1e15
         ),
+        "hbm_tile_write_bandwidth": MetricSpec(
+            "B/s", "device-memory write bandwidth of a GEMM output's tile-by-tile stores (128x256)", False, 1e9, 1e15
+        ),
         "hbm_saturation_sms": MetricSpec("1", "SMs needed to reach 90% of the read bandwidth", False, 0, 10_000),
         "hbm_read_bandwidth_one_sm": MetricSpec(
             "B/s", "device-memory read rate one SM reaches on its own (its copy path's ceiling)", False, 1e6, 1e13
