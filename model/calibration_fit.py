@@ -44,6 +44,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "model_mma_small_rate": (0.02, 1.0),
     "model_l2_bandwidth_scale": (0.2, 5.0),
     "model_tma_l2_bandwidth_scale": (0.2, 5.0),
+    "model_tma_stream_scale": (1.0, 5.0),
     "model_hbm_bandwidth_scale": (0.2, 2.0),
     "model_flatten_hiding": (0.01, 1.0),
     "model_streamk_reduce_cost": (0.05, 20.0),
@@ -123,6 +124,11 @@ class Predictor:
         for i, t in enumerate(self.timings):
             self.by_shape.setdefault(t.shape, []).append(i)
         self.measured = np.array([t.seconds for t in self.timings], dtype=float)
+        keys: dict[str, dict[str, None]] = {}
+        for t in self.timings:
+            keys.setdefault(t.dtype, {})[t.key] = None
+        # every timed config, priced beside the space (a probe's twin config need not be one selection offers)
+        self.configs = {dtype: tuple(GemmConfig.from_key(key) for key in found) for dtype, found in keys.items()}
 
     def __call__(self, values: Mapping[str, float]) -> np.ndarray:
         out = np.empty(len(self.timings))
@@ -130,7 +136,9 @@ class Predictor:
             tables: dict[str, ConfigTable] = {}
             for shape, rows in self.by_shape.items():
                 dtype = shape[4]
-                table = tables.get(dtype) or tables.setdefault(dtype, ConfigTable(self.profile, dtype))
+                table = tables.get(dtype) or tables.setdefault(
+                    dtype, ConfigTable(self.profile, dtype, extra=self.configs.get(dtype, ()))
+                )
                 times, _ = evaluate(table, self.timings[rows[0]].problem)
                 for i in rows:
                     index = table.index.get(self.timings[i].key)
@@ -171,13 +179,28 @@ def split_pairs(timings: Sequence[Timing]) -> list[tuple[int, int]]:
     return pairs
 
 
-PAIRED_MODES = {"slope": slope_pairs, "split": split_pairs}  # mode -> the timing pairs whose differences it fits
+def flat_pairs(timings: Sequence[Timing]) -> list[tuple[int, int]]:
+    """Index pairs (flattened, plain) of one config's timings on one shape, the pair differing only in the flattened
+    tile loop (``GemmConfig.flatten``, keys ending ``/f``): the plain one's time less the flat one's is what the flat
+    loop hides of its work items' fixed costs."""
+    plain = {(t.m, t.n, t.k, t.layout, t.dtype, t.key): i for i, t in enumerate(timings)}
+    pairs = []
+    for i, t in enumerate(timings):
+        if t.key.endswith("/f"):
+            j = plain.get((t.m, t.n, t.k, t.layout, t.dtype, t.key[: -len("/f")]))
+            if j is not None:
+                pairs.append((i, j))
+    return pairs
+
+
+# mode -> the timing pairs whose differences it fits
+PAIRED_MODES = {"slope": slope_pairs, "split": split_pairs, "flat": flat_pairs}
 
 
 def residuals(
     predicted: np.ndarray, measured: np.ndarray, mode: str, pairs: Sequence[tuple[int, int]] = ()
 ) -> np.ndarray:
-    """log(predicted / measured) per timing ("level") or per pair's difference ("slope", "split")."""
+    """log(predicted / measured) per timing ("level") or per pair's difference ("slope", "split", "flat")."""
     if mode == "level":
         return np.log(np.maximum(predicted, 1e-12) / measured)
     if mode in PAIRED_MODES:
@@ -185,7 +208,7 @@ def residuals(
         hi = np.array([b for _, b in pairs], dtype=int)
         floor = 1e-3 * measured[hi]  # a measured difference at or below noise still scores (as a small one)
         return np.log(np.maximum(predicted[hi] - predicted[lo], floor) / np.maximum(measured[hi] - measured[lo], floor))
-    raise ValueError(f"unknown residual mode {mode!r} (level, slope or split)")
+    raise ValueError(f"unknown residual mode {mode!r} (level, slope, split or flat)")
 
 
 @dataclass(frozen=True)
@@ -317,6 +340,22 @@ def _solve(
     return values, float(np.sqrt(np.mean(final**2))) if final.size else math.nan
 
 
+def inner_starts(names: Sequence[str], start: Mapping[str, float]) -> list[dict[str, float]]:
+    """Starts inside the bounds for a solve whose start is on one: a quarter, half and three quarters of the way
+    between the bounds in log and the arithmetic middle, for each parameter at a bound (the others at ``start``).
+    The model's terms can be flat in a parameter near both bounds (a latency share: at 1.0 every probe step bound by
+    something else, at 0.14 the wait floored), and a solve started there never moves (H100's synthetic TMA
+    stage probe: stuck at 1.0 and at the geometric middle 0.14, found 0.575 from 0.5)."""
+    out = []
+    for name in names:
+        low, high = BOUNDS[name]
+        if low * 1.01 < start[name] < high * 0.99:
+            continue
+        for value in (*(low * (high / low) ** f for f in (0.25, 0.5, 0.75)), (low + high) / 2.0):
+            out.append({**start, name: value})
+    return out
+
+
 def fit(
     profile: Profile,
     timings: Sequence[Timing],
@@ -329,12 +368,15 @@ def fit(
     by_timing: bool = False,
     objective: Objective = LEVEL,
     predictor: Predictor | None = None,
+    start_inside: bool = False,
 ) -> FitResult:
     """Fit ``names`` to the timings (others at ``base``, else the profile's/defaults); bootstrap over groups.
 
-    Groups are shapes (level; ``by_timing``: single timings, for a probe of few shapes) or pairs (slope, split): a
+    Groups are shapes (level; ``by_timing``: single timings, for a probe of few shapes) or pairs (slope, split, flat): a
     resample draws them with replacement, so the spread says how much the value depends on which were timed.
-    ``objective`` (level mode by shape): the regret and prior terms beyond the level residuals."""
+    ``objective`` (level mode by shape): the regret and prior terms beyond the level residuals.  ``start_inside``: where
+    a parameter's current value is on a bound, solves from inside the bounds as well (``inner_starts``; a probe's
+    solve of one parameter) and keeps the best."""
     base = dict(base or {})
     with overrides(base):
         current = hardware_module.current_parameters(profile)
@@ -346,11 +388,20 @@ def fit(
         raise ValueError("slope mode needs timings of one config on shapes that differ only in K")
     if mode == "split" and not pairs:
         raise ValueError("split mode needs split-K timings of one tile whose slices run equal K-steps at two splits")
+    if mode == "flat" and not pairs:
+        raise ValueError("flat mode needs timings of a flattened config and its plain twin on one shape")
     everything = np.arange(len(timings))
     shaped = mode == "level" and not by_timing
     shape_groups = [np.array(g, dtype=int) for g in predictor.by_shape.values()]
     values, rms = _solve(predictor, names, base, start, everything, mode, pairs, max_nfev, objective,
                          shape_groups if shaped else None)  # fmt: skip
+    if start_inside:  # solves from inside the bounds too, the best kept
+        for inner in inner_starts(names, start):
+            found, found_rms = _solve(predictor, names, base, inner, everything, mode, pairs, max_nfev, objective,
+                                      shape_groups if shaped else None)  # fmt: skip
+            if found_rms < rms * (1.0 - 1e-6):
+                values, rms = found, found_rms
+
     if mode in PAIRED_MODES:
         groups = [list(p) for p in pairs]
     else:

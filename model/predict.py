@@ -94,13 +94,23 @@ class Prediction:
 class ConfigTable:
     """Per (profile, dtype, variants): the config space as arrays, with shape-independent costs precomputed."""
 
-    def __init__(self, profile: Profile, dtype: str, variants_: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        dtype: str,
+        variants_: tuple[str, ...] | None = None,
+        extra: Sequence[GemmConfig] = (),
+    ) -> None:
+        """``extra``: configs priced beside the space though selection never offers them (calibration probes time
+        twins that isolate one term, e.g. a flattened config's plain loop); last in the arrays."""
         self.profile = profile
         self.dtype = dtype
         self.hw: Hardware = hardware(profile, dtype)
         hw = self.hw
         limits = hw.limits
         configs = config_space(dtype, variants_)
+        known = {c.key for c in configs}
+        configs = (*configs, *{c.key: c for c in extra if c.key not in known}.values())
         self.configs: tuple[GemmConfig, ...] = configs
         self.keys = tuple(c.key for c in configs)
         self.index = {key: i for i, key in enumerate(self.keys)}
@@ -164,8 +174,11 @@ class ConfigTable:
         hiding = np.where(self.is_tma, hw.tma_latency_hiding, hw.latency_hiding)
         self.lat_div = np.maximum((self.stages - 1.0) * hiding, 1.0)
         self.sm = float(hw.sm_count)
-        # one program's K-step bytes at one SM's streaming ceiling (its copy path, measured alone)
+        # one program's K-step bytes at one SM's streaming ceiling (its copy path, measured alone; TMA copies' over
+        # model_tma_stream_scale: H200, 8-stage TMA 64x128 tiles stream 150 GB/s per SM against the pointer-based
+        # read probe's 90)
         self.stream = self.panel * self.bk * hw.element_bytes / hw.sm_stream_bandwidth
+        self.stream = np.where(self.is_tma, self.stream / hw.tma_stream_scale, self.stream)
         # from here on ``panel`` is the L2's share of a K-step (core.cost's L2 terms, fast.py's): a TMA kernel's rows
         # and columns over model_tma_l2_bandwidth_scale, since its bulk copies reach another share of the L2's
         # bandwidth than pointer-based tile loads (H200: same-config TMA / pointer pairs on L2-bound shapes measure
