@@ -119,6 +119,12 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "for 64-256 wide tiles and any concurrency; fitted on the calibration set it gave 0.69-0.72 on both GPUs but "
         "worse cross-validated picks, so it stays a structural 1.0: experiments/fit_cv.py level+prior+hbm)",
     ),
+    "model_tma_stream_scale": (
+        1.0,
+        "one SM's streaming ceiling for TMA copies relative to its ceiling for pointer-based (cp.async) loads, the "
+        "hbm_read_bandwidth_one_sm probe: the bulk copies of a TMA pipeline move a K-step's panels through one SM "
+        "faster than its threads' loads do",
+    ),
     "model_tma_l2_bandwidth_scale": (
         1.0,
         "L2 bandwidth a TMA kernel's bulk tensor copies reach relative to a pointer-based kernel's tile loads "
@@ -153,6 +159,7 @@ FITTED_PARAMETERS = (
     "model_zero_fill_cycles", "model_splitk_reduce_cost", "model_scalar_load_cost", "model_scalar_k_load_share",
     "model_latency_hiding", "model_tma_latency_hiding", "model_mma_small_rate", "model_l2_bandwidth_scale",
     "model_flatten_hiding", "model_streamk_reduce_cost", "model_composite_iteration_overhead",
+    "model_tma_stream_scale",
 )  # fmt: skip
 
 
@@ -196,6 +203,7 @@ class Hardware:
     tma_iteration_overhead_s: float  # model_tma_iteration_overhead in seconds
     composite_iteration_overhead_s: float  # model_composite_iteration_overhead in seconds
     tma_l2_bandwidth_scale: float  # model_tma_l2_bandwidth_scale
+    tma_stream_scale: float  # model_tma_stream_scale
     hbm_tile_bandwidth: float  # B/s the tile loads of all SMs reach: hbm_read_bandwidth x model_hbm_bandwidth_scale
     scalar_vec: float  # effective bytes per load instruction of a misaligned operand whose rows run along M or N
     scalar_vec_k: float  # the same for a misaligned operand whose rows run along K
@@ -358,6 +366,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         tma_iteration_overhead_s=_parameter(profile, "model_tma_iteration_overhead") / clock,
         composite_iteration_overhead_s=_parameter(profile, "model_composite_iteration_overhead") / clock,
         tma_l2_bandwidth_scale=_parameter(profile, "model_tma_l2_bandwidth_scale"),
+        tma_stream_scale=_parameter(profile, "model_tma_stream_scale"),
         hbm_tile_bandwidth=hbm_read * _parameter(profile, "model_hbm_bandwidth_scale"),
         scalar_vec=DTYPE_BYTES[dtype] / _parameter(profile, "model_scalar_load_cost"),
         scalar_vec_k=DTYPE_BYTES[dtype]

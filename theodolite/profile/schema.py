@@ -174,6 +174,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_hbm_bandwidth_scale": MetricSpec(
             "1", "model fit: HBM read bandwidth of the tile loads relative to hbm_read_bandwidth", False, 0, 100
         ),
+        "model_tma_stream_scale": MetricSpec(
+            "1", "model fit: one SM's streaming ceiling for TMA copies relative to pointer-based loads", False, 0, 100
+        ),
         "model_tma_l2_bandwidth_scale": MetricSpec(
             "1", "model fit: L2 bandwidth of TMA kernels' copies relative to pointer-based tile loads", False, 0, 100
         ),
