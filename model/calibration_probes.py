@@ -14,17 +14,21 @@ model_tma_launch_extra                 probe         the same tiny GEMMs with TM
 model_iteration_overhead               probe         one wave of 128x256 tiles, K 4096 -> 16384: the K-step slope
 model_latency_hiding                   probe         8 and 64 tiles of 64x64 at 4 and 8 stages, K grown: the slopes
 model_composite_iteration_overhead     probe         one wave of composite tiles (128x192, 128x320), same K: the slope
+model_tma_latency_hiding               probe         8 and 64 tiles of TMA 64x128 at 4 and 8 stages, K grown: the
+                                                     slopes (the stages probe's design through TMA copies)
 model_tile_overhead                    probe         K of one step, many waves of tiles (a work item's fixed cost)
 model_zero_fill_cycles                 probe         K of one step on 8- and 12-stage pipelines (zero-filled stages)
+model_flatten_hiding                   probe         one or two K-steps, many waves of tiles: a flattened config beside
+                                                     its plain twin (what the flat loop saves)
 model_splitk_reduce_cost               probe         one wave of 16x64 split-K tiles, K grown with the split (4, 8, 16
                                                      slices of one or two K-steps each): what a slice's partial adds
 model_scalar_load_cost                 probe         misaligned N (element-wise B rows along N), no aligned copy
 model_scalar_k_load_share              probe         misaligned K (element-wise A rows along K), no aligned copy
-model_l2_bandwidth_scale               probe (floor) the iteration probe's K-panel bytes per measured K-step: the least
-                                                     L2 rate pointer-based tile loads reach (l2_scale_floor)
-model_tma_latency_hiding               fit           calibration set: the same for TMA pipelines
+model_l2_bandwidth_scale               probe (floor) K-panel bytes per measured K-step of one wave over long K, the
+                                                     iteration probe's 128x256 tiles and the l2-floor probe's TMA
+                                                     128x128 ones: the highest L2 rate tile loads reach
+                                                     (l2_scale_floor)
 model_mma_small_rate                   fit           calibration set: synchronous matrix path (tiles of < 64 rows)
-model_flatten_hiding                   fit           calibration set: share of an item's fixed cost a flat loop hides
 model_streamk_reduce_cost              fit           calibration set: Stream-K tail partial traffic
 model_streamk_slowdown                 structure     1: tail slices run in K lockstep (both GPUs' fits stayed at 1)
 model_scalar_round_trips               structure     1: never binds (ceil of loads per thread over in-flight is >= 1)
@@ -57,18 +61,32 @@ if TYPE_CHECKING:
     from theodolite.model.calibration_fit import Timing
 
 # calibration-fit parameters: fitted together on the calibration shape set
-FIT_PARAMETERS = (
-    "model_tma_latency_hiding", "model_mma_small_rate", "model_flatten_hiding", "model_streamk_reduce_cost",
-)  # fmt: skip
-# measured from a probe's timings without a solve: the L2 scale at the iteration probe's floor (l2_scale_floor).  Fitted
+FIT_PARAMETERS = ("model_mma_small_rate", "model_streamk_reduce_cost")
+# measured from probes' timings without a solve: the L2 scale at the one-wave probes' floor (l2_scale_floor).  Fitted
 # on the calibration set it swung 0.55 -> 1.0 -> 0.62 between runs (its prior weight chosen anew each time) while the
 # probe's one wave of 128x256 tiles runs at 1.24x the l2_bandwidth probe's rate: below that the model prices those
 # compute-bound steps L2-bound at twice their time
-FLOOR_PARAMETERS = ("model_l2_bandwidth_scale",)
+FLOOR_PARAMETERS = ("model_l2_bandwidth_scale", "model_tma_stream_scale")
 # composite tiles' K-step: a probe since 2026-11-28.  Solved on the calibration shapes that timed a composite tile it
 # rested on a handful of timings (H100: 5 of 311, 61 +- 41 cycles, flagged) where the composite is one candidate among
 # many; one wave of composite tiles over long K measures it where it binds (compute-bound steps)
+# the L2 floor's own probe since 2026-11-28: one wave of TMA 128x128 tiles over long K asks the L2 for a third more
+# bytes per matrix instruction than the iteration probe's 128x256 tiles, so its K-steps run at the rate the tile loads
+# reach rather than at the matrix rate.  From the iteration probe alone the H200's floor read 1.08x the l2_bandwidth
+# probe, while one wave of these tiles (llm.csv's 512x4096x14336, nt) ran its K-steps at 1.36x it, at one SM's
+# streaming ceiling: the model priced them L2-bound, 101 us against 80 measured, and took Stream-K 128x256 at 0.82
+L2_FLOOR_KEYS = ("tma/128x128x64/g8/w8/s4/k1",)
 COMPOSITE_STEP_KEYS = ("tma/128x128+64x64/g8/w8/s5/k1", "tma/128x256+64x64/g8/w8/s3/k1")
+# TMA pipelines' latency share and the flat loop's hidden share: probes since 2026-11-28.  Fitted on the H200's 46
+# calibration shapes with the L2 floor above they went to 0.73 and 0.01 (a bound), the seen sweeps' picks 0.004-0.018
+# lower than at their priors (1.0, 0.5): the set does not determine them.  The TMA share is the stages probe's design
+# through TMA copies (tiles of 64x128: the 64x64 TMA tile's pipeline has no 8-stage build in the space); the flat share
+# a flattened config beside its plain twin on short K over many waves, their difference what the flat loop hides
+TMA_STAGE_KEYS = ("tma/64x128x64/g8/w4/s4/k1", "tma/64x128x64/g8/w4/s8/k1")
+FLAT_KEYS = (
+    "persistent/64x64x128/g8/w4/s4/k1", "persistent/64x64x128/g8/w4/s4/k1/f",
+    "persistent/128x128x64/g8/w8/s3/k1", "persistent/128x128x64/g8/w8/s3/k1/f",
+)  # fmt: skip
 # pointer-based pipelines' latency share: a probe since 2026-11-28.  Fitted on the calibration set it sat at its prior
 # (0.5 on the H100: the set does not determine it), while a stage series of 64x64 tiles with the L2 idle (8-256 tiles,
 # 3-12 stages, K 4096 and 16384; experiments/stage_series.py) reads 0.67-0.74 whichever of its shapes and stage
@@ -90,7 +108,7 @@ class Probe:
     parameter: str
     shapes: tuple[tuple[int, int, int, str], ...]
     keys: tuple[str, ...]
-    mode: str  # "level", "slope" or "split" (calibration_fit.residuals)
+    mode: str  # "level", "slope" or "split" (calibration_fit.residuals), or "floor" (read off, not solved)
     why: str
 
     def pairs(self) -> list[tuple[int, int, int, str, str]]:
@@ -131,10 +149,17 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
               tuple((wave_m, wave_n, k, "nn") for k in long_k),
               ("persistent/128x256x64/g8/w8/s4/k1/f",), "slope",
               "one wave of one 128x256 tile per SM, K grown: the time per K-step beyond its matrix instructions"),
+        Probe("l2-floor", "model_l2_bandwidth_scale",
+              tuple((side * 128, side * 128, k, "nn") for k in long_k), L2_FLOOR_KEYS, "floor",
+              "one wave of one TMA 128x128 tile per SM, K grown: the L2 rate tile loads reach where they bind"),
         Probe("stages", "model_latency_hiding",
               tuple((128, n, k, "nn") for n in (256, 2048) for k in long_k), STAGE_KEYS, "slope",
               "8 and 64 tiles of 64x64 (the L2 idle) at 4 and 8 stages, K grown: how much of a copy's latency the "
               "prefetched stages hide"),
+        Probe("tma-stages", "model_tma_latency_hiding",
+              tuple((128, n, k, "nn") for n in (512, 4096) for k in long_k), TMA_STAGE_KEYS, "slope",
+              "8 and 64 tiles of TMA 64x128 (the L2 idle) at 4 and 8 stages, K grown: how much of a TMA copy's latency "
+              "the prefetched stages hide"),
         Probe("composite-step", "model_composite_iteration_overhead",
               tuple((side * 128, side * 192, k, "nn") for k in long_k), COMPOSITE_STEP_KEYS, "slope",
               "one wave of composite tiles (two dots on one A tile), K grown: their K-step beyond a TMA one's"),
@@ -146,6 +171,11 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
               ((2048, 2048, 64, "nn"),) if quick else ((2048, 2048, 64, "nn"), (4096, 1024, 64, "nn")),
               ("persistent/64x64x64/g8/w4/s12/k1", "persistent/64x64x64/g8/w4/s8/k1"), "level",
               "one K-step on deep pipelines: the prologue zero-fills the stages beyond it"),
+        Probe("flatten", "model_flatten_hiding",
+              ((4096, 4096, 128, "nn"),) if quick else ((4096, 4096, 128, "nn"), (2048, 8192, 128, "nn")),
+              FLAT_KEYS, "flat",
+              "one or two K-steps over many waves, a flattened tile loop beside its plain twin: the share of each work "
+              "item's fixed cost the flat loop hides"),
         Probe("splitk-reduce", "model_splitk_reduce_cost", tuple((16, 256, k, "nn") for k in (512, 1024, 2048)),
               SPLIT_KEYS, "split",
               "four 16x64 tiles split 4, 8 and 16 ways, each slice one or two K-steps (one wave, the last slice "
@@ -161,35 +191,87 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
     ]  # fmt: skip
 
 
-def l2_scale_floor(profile: Profile, timings: Sequence[Timing]) -> dict[str, float]:
-    """The least ``model_l2_bandwidth_scale`` the iteration probe's timings allow: its one wave of 128x256 tiles reads
-    every tile's A and B K-panels from L2 once per K-step (no multicast), so the measured time per K-step (the slope
-    between two K) bounds the L2 bandwidth those loads reach from below: wave bytes per step / step time, over the
-    profile's ``l2_bandwidth``, the smallest over the pairs.  A fit that goes below it makes the probe's own shapes
-    L2-bound at up to twice their measured time (H100: a scale of 0.56 against the 1.22 these timings imply), and the
-    compute-bound big tiles with them.  {} where no pair is timed.  Calibrate's model stage takes this floor as the
-    scale's value (``FLOOR_PARAMETERS``): the least rate the tile loads demonstrably reach."""
+@dataclass(frozen=True)
+class WaveStep:
+    """One slope pair of a grid with at most one tile per SM: its config, tiles, one tile's K-panel bytes per
+    K-step, and the seconds per K-step (the slope between two K)."""
+
+    key: str
+    tiles: int
+    tile_bytes: float
+    seconds: float
+
+
+def one_wave_steps(profile: Profile, timings: Sequence[Timing]) -> list[WaveStep]:
+    """The K-steps of every one-wave slope pair among ``timings`` (more tiles than SMs, or no K-steps between the
+    two timings: the pair bounds nothing and is left out)."""
     from theodolite.model.calibration_fit import slope_pairs
 
-    bandwidth = float(profile.value("l2_bandwidth"))
     sms = int(profile.value("sm_count"))
-    rates = []
+    out = []
     for a, b in slope_pairs(timings):
         short, long_ = timings[a], timings[b]
         cfg = GemmConfig.from_key(short.key)
         tiles = -(-short.m // cfg.block_m) * -(-short.n // cfg.tile_n)
         steps = -(-long_.k // cfg.block_k) - -(-short.k // cfg.block_k)
         elapsed = long_.seconds - short.seconds
-        if tiles > sms or steps <= 0 or elapsed <= 0 or cfg.variant == "tma":
-            continue  # more than one wave, or no K-steps between them: the pair bounds nothing
-        step_bytes = tiles * (cfg.block_m + cfg.tile_n) * cfg.block_k * DTYPE_BYTES[short.dtype]
-        rates.append(step_bytes * steps / elapsed)
-    return {"model_l2_bandwidth_scale": min(rates) / bandwidth} if rates and bandwidth > 0 else {}
+        if tiles <= sms and steps > 0 and elapsed > 0:
+            tile_bytes = (cfg.block_m + cfg.tile_n) * cfg.block_k * DTYPE_BYTES[short.dtype]
+            out.append(WaveStep(short.key, tiles, float(tile_bytes), elapsed / steps))
+    return out
+
+
+def _tightest(bounds: Sequence[tuple[str, float]]) -> float:
+    """Each config's bound is the smallest over its pairs (the noise of one slope does not lift it); the floor is the
+    largest over configs: every bound holds, the tightest wins."""
+    by_key: dict[str, list[float]] = {}
+    for key, rate in bounds:
+        by_key.setdefault(key, []).append(rate)
+    return max(min(rates) for rates in by_key.values())
+
+
+def l2_scale_floor(profile: Profile, timings: Sequence[Timing]) -> dict[str, float]:
+    """The least ``model_l2_bandwidth_scale`` one wave's K-steps allow: one tile per SM reads its A and B K-panels from
+    L2 once per K-step (no multicast), so the wave's bytes per K-step over the time per K-step bound the L2 bandwidth
+    those loads reach from below, over the profile's ``l2_bandwidth``; the tightest config's bound, the one whose
+    K-steps ask the L2 for the most bytes per matrix instruction (the l2-floor probe's TMA 128x128 tiles).  A fit that
+    goes below it makes the probes' own shapes L2-bound at up to twice their measured time (H100: a scale of 0.56
+    against the 1.22 the iteration probe implies).  {} where no pair is timed."""
+    bandwidth = float(profile.value("l2_bandwidth"))
+    steps = one_wave_steps(profile, timings)
+    if not steps or bandwidth <= 0:
+        return {}
+    return {"model_l2_bandwidth_scale": _tightest([(w.key, w.tiles * w.tile_bytes / w.seconds) for w in steps])
+                                        / bandwidth}  # fmt: skip
+
+
+def tma_stream_floor(profile: Profile, timings: Sequence[Timing]) -> dict[str, float]:
+    """The least ``model_tma_stream_scale`` the TMA configs' one-wave K-steps allow: each tile's program alone on its
+    SM moves its K-panels at its step rate, at most the SM's streaming ceiling for TMA copies; over the pointer-based
+    ceiling (``hbm_read_bandwidth_one_sm``), and never below 1 (a TMA step slower than that bounds nothing: the scale's
+    default).  H200: the tma-stages probe's 8-stage 64x128 tiles stream 150 GB/s per SM against the probe's 90.  {}
+    where no TMA pair is timed or the profile lacks the per-SM probe."""
+    one_sm = profile.metrics.get("hbm_read_bandwidth_one_sm")
+    steps = [w for w in one_wave_steps(profile, timings) if GemmConfig.from_key(w.key).variant == "tma"]
+    if not steps or one_sm is None or one_sm.value <= 0:
+        return {}
+    rate = _tightest([(w.key, w.tile_bytes / w.seconds) for w in steps])
+    return {"model_tma_stream_scale": max(1.0, rate / one_sm.value)}
+
+
+def floor_values(profile: Profile, timings: Sequence[Timing]) -> dict[str, float]:
+    """Every ``FLOOR_PARAMETERS`` value the one-wave probes' timings give (a name absent: no timing bounds it)."""
+    return {**l2_scale_floor(profile, timings), **tma_stream_floor(profile, timings)}
 
 
 def probe_parameters() -> tuple[str, ...]:
     """The parameters the probes measure (any profile: the list does not depend on the GPU)."""
-    return (*(p.parameter for p in probes(_any_profile())), *FLOOR_PARAMETERS)
+    return tuple(dict.fromkeys((*(p.parameter for p in probes(_any_profile())), *FLOOR_PARAMETERS)))
+
+
+def floor_sources(profile: Profile) -> tuple[str, ...]:
+    """The probes whose timings the floors read: every slope- or floor-mode probe (one wave over long K)."""
+    return tuple(p.name for p in probes(profile) if p.mode in ("floor", "slope"))
 
 
 def _any_profile() -> Profile:

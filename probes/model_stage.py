@@ -34,7 +34,14 @@ import numpy as np
 from theodolite.kernels.config import GemmConfig, Problem
 from theodolite.model.calibration_cv import Choice, cross_validate, fit_regularised
 from theodolite.model.calibration_fit import FitResult, Objective, Timing, fit, overrides
-from theodolite.model.calibration_probes import FIT_PARAMETERS, FLOOR_PARAMETERS, Probe, l2_scale_floor, probes
+from theodolite.model.calibration_probes import (
+    FIT_PARAMETERS,
+    FLOOR_PARAMETERS,
+    Probe,
+    floor_sources,
+    floor_values,
+    probes,
+)
 from theodolite.model.calibration_shapes import DEFAULT_SEED, CalShape, calibration_shapes, check_disjoint
 from theodolite.model.hardware import MODEL_PARAMETERS
 
@@ -255,17 +262,27 @@ def calibration_fit(
         report.holdout["folds"] = folds
 
 
+FLOOR_WHY = {
+    "model_l2_bandwidth_scale": "the highest L2 rate one wave's K-steps reach (calibration_probes.l2_scale_floor)",
+    "model_tma_stream_scale": "the highest per-SM rate one wave's TMA K-steps reach over the pointer-based read "
+                              "probe's (calibration_probes.tma_stream_floor)",
+}  # fmt: skip
+
+
 def measure_floors(
     profile: Profile, timed: dict[str, list[Timing]], values: dict[str, float], report: StageReport
 ) -> None:
-    """``FLOOR_PARAMETERS`` read off the iteration probe's timings (``values`` updated; held through the solves and the
-    fit): the L2 scale its one wave of 128x256 tiles demonstrably reaches.  Without those timings the scale keeps its
-    default (noted)."""
-    rows = timed.get("iteration", [])
-    floor = l2_scale_floor(profile, rows)
+    """``FLOOR_PARAMETERS`` read off the one-wave probes' timings (``values`` updated; held through the solves and the
+    fit): the L2 rate and TMA copies' per-SM streaming rate their K-steps demonstrably reach.  A floor no timing
+    bounds keeps its default (noted)."""
+    rows = [t for name in floor_sources(profile) for t in timed.get(name, [])]
+    floor = floor_values(profile, rows)
     if not floor:
-        report.notes.append(f"{', '.join(FLOOR_PARAMETERS)}: no iteration probe pair timed; the default is kept")
+        report.notes.append(f"{', '.join(FLOOR_PARAMETERS)}: no one-wave probe pair timed; the defaults are kept")
         return
+    for name in FLOOR_PARAMETERS:
+        if name not in floor:
+            report.notes.append(f"{name}: no one-wave probe pair bounds it; the default is kept")
     values.update(floor)
     for name, value in floor.items():
         report.floors[name] = FitResult({name: value}, math.nan, points=len(rows), groups=len(rows))
@@ -283,9 +300,10 @@ def solve_probes(
     """One sweep: each probe's parameter solved on its timings with the current values of all others (updated)."""
     for probe in probe_list:
         rows = timed.get(probe.name)
-        if not rows:
+        if not rows or probe.mode == "floor":  # floors are read off (measure_floors), not solved
             continue
-        result = fit(profile, rows, [probe.parameter], values, probe.mode, resamples, seed, by_timing=True)
+        result = fit(profile, rows, [probe.parameter], values, probe.mode, resamples, seed, by_timing=True,
+                     start_inside=True)  # fmt: skip
         values[probe.parameter] = result.values[probe.parameter]
         report.probe_results[probe.parameter] = result
 
@@ -330,18 +348,13 @@ def _stored(
             "probe": probe.name, "mode": probe.mode, "why": probe.why, "configs": list(probe.keys),
             "shapes": [list(s) for s in probe.shapes], "solved_after": list(report.probe_results)[
                 : list(report.probe_results).index(name)]})  # fmt: skip
+    sources = [p for p in probe_list if p.name in floor_sources(profile)]
     for name, result in report.floors.items():
-        metrics[name] = _measurement(
-            name,
-            result,
-            METHOD_PROBE,
-            {
-                "probe": "iteration",
-                "mode": "floor",
-                "why": "the least L2 rate the iteration probe's K-steps reach (calibration_probes.l2_scale_floor)",
-                "configs": list(by_parameter["model_iteration_overhead"].keys),
-            },
-        )
+        metrics[name] = _measurement(name, result, METHOD_PROBE, {
+            "probe": ", ".join(p.name for p in sources), "mode": "floor",
+            "why": FLOOR_WHY[name],
+            "configs": [key for p in sources for key in p.keys],
+            "shapes": [list(s) for p in sources for s in p.shapes]})  # fmt: skip
     if report.fit_result is not None:
         for name in report.fit_names:
             metrics[name] = _measurement(name, report.fit_result, METHOD_FIT, {
@@ -394,7 +407,7 @@ def refit(profile: Profile, settings: StageSettings | None = None) -> tuple[Prof
     # a probe the stored run did not have (added since): its parameter keeps that run's own measurement, as it was,
     # and the solves and the fit hold it
     kept = {p.parameter: profile.metrics[p.parameter] for p in probe_list
-            if p.name not in timed and p.parameter in profile.metrics}  # fmt: skip
+            if p.name not in timed and p.mode != "floor" and p.parameter in profile.metrics}  # fmt: skip
     values: dict[str, float] = {name: m.value for name, m in kept.items()}
     measure_floors(bare, timed, values, report)
     for _ in range(PROBE_SWEEPS):
