@@ -165,7 +165,7 @@ KNOWN = {
     "model_scalar_load_cost": 3.113, "model_scalar_k_load_share": 0.951, "model_latency_hiding": 0.6497,
     "model_tma_latency_hiding": 0.575, "model_mma_small_rate": 0.35, "model_l2_bandwidth_scale": 1.1,
     "model_tma_l2_bandwidth_scale": 1.0, "model_flatten_hiding": 0.6586, "model_streamk_reduce_cost": 3.281,
-    "model_composite_iteration_overhead": 300.0,
+    "model_composite_iteration_overhead": 300.0, "model_tma_stream_scale": 1.5,
 }  # fmt: skip
 
 
@@ -187,12 +187,21 @@ def synthetic():  # type: ignore[no-untyped-def]
 
 
 def test_stage_recovers_known_parameters_within_their_spread(synthetic) -> None:  # type: ignore[no-untyped-def]
+    """Every probed parameter lands on the known value; a fitted one too, or at its prior where the cross-validation
+    found the picks tied with the prior (then the timings do not determine it for selection: on this fake GPU
+    model_mma_small_rate moves no pick, as the probes carry the terms the fitted four once did)."""
+    from theodolite.model.calibration_cv import REGRET_TIE
+
     truth, profile, report = synthetic
     assert report.shapes_timed == 32
+    losses = report.prior.losses
+    held = report.prior.weight == max(PRIOR_WEIGHTS) and losses[max(PRIOR_WEIGHTS)] <= min(losses.values()) + REGRET_TIE
     missed = []
     for name in FITTED_PARAMETERS:
         m = profile.metrics[name]
         assert m.method == (METHOD_PROBE if name in probe_parameters() else METHOD_FIT)
+        if name in FIT_PARAMETERS and held and math.isclose(m.value, MODEL_PARAMETERS[name][0], rel_tol=0.01):
+            continue
         spread = m.settings["spread"]
         tolerance = max(3.0 * (spread if math.isfinite(spread) else 0.0), 0.25 * truth[name])
         if abs(m.value - truth[name]) > tolerance and not m.flagged:
@@ -200,6 +209,9 @@ def test_stage_recovers_known_parameters_within_their_spread(synthetic) -> None:
     assert not missed, missed
     for name in FLOOR_PARAMETERS:  # a floor never reads above what the timings came from
         assert profile.metrics[name].value <= truth[name] * 1.03 and profile.metrics[name].settings["mode"] == "floor"
+    # the L2's reaches it (the l2-floor probe's steps are L2-bound); the TMA streaming scale does not here (this fake
+    # GPU's TMA probe steps wait on latency below their streaming ceiling): it stays at its default, a lower bound
+    assert profile.value("model_l2_bandwidth_scale") >= 0.97 * truth["model_l2_bandwidth_scale"]
     # a value the timings cannot resolve is flagged, not passed off as measured
     assert all(m.flagged for m in profile.metrics.values() if m.settings.get("at_bound"))
 
@@ -210,7 +222,7 @@ def test_stage_result_round_trips_with_its_provenance(synthetic, tmp_path) -> No
     save_profile(profile, path)
     loaded = load_profile(path)
     assert not [n for n, m in loaded.metrics.items() if n.startswith("model_") and m.method == "model-fit"]
-    fitted = loaded.metrics["model_flatten_hiding"].settings
+    fitted = loaded.metrics["model_streamk_reduce_cost"].settings
     assert fitted["seed"] == StageSettings().seed and fitted["shapes_timed"] == 32
     assert 0 < fitted["holdout"]["geomean"] <= 1.0 and fitted["residual_rms_log"] < 0.1
     assert loaded.metrics["model_launch_extra"].settings["probe"] == "launch"
@@ -220,7 +232,8 @@ def test_stage_result_round_trips_with_its_provenance(synthetic, tmp_path) -> No
     text = show(loaded)
     assert "calibration-probe" in text and "cross-validated (5 shape folds" in text
     assert (
-        fitted["prior_weight"] == report.prior.weight and fitted["prior"] == MODEL_PARAMETERS["model_latency_hiding"][0]
+        fitted["prior_weight"] == report.prior.weight
+        and fitted["prior"] == MODEL_PARAMETERS["model_streamk_reduce_cost"][0]
     )
 
 
@@ -262,19 +275,16 @@ def test_prior_holds_a_parameter_the_timings_do_not_determine() -> None:
     assert held.values[name[0]] < 1.0
 
 
-def test_cross_validation_picks_no_prior_where_the_data_determine_the_parameters(synthetic) -> None:  # type: ignore[no-untyped-def]
-    """On timings the model generated (1% noise) under parameters far from the defaults, the held-out picks are best
-    with no or a weak prior and clearly worse with the strong ones, and the cross-validation takes a weak one (the
-    largest weight tied with the best: 1 here, whose picks are within REGRET_TIE of the free fit's); every weight's
-    loss is recorded."""
+def test_cross_validation_takes_the_strongest_prior_tied_with_the_best(synthetic) -> None:  # type: ignore[no-untyped-def]
+    """On timings the model generated (1% noise) every weight's held-out loss is recorded, the free fit picks no worse
+    than the strongest prior, and the chosen weight is the largest within REGRET_TIE of the best."""
     from theodolite.model.calibration_cv import REGRET_TIE
 
     _, _, report = synthetic
     assert report.prior is not None and set(report.prior.losses) == set(PRIOR_WEIGHTS)
     losses = report.prior.losses
-    assert report.prior.weight < 8.0
-    assert losses[report.prior.weight] <= min(losses.values()) + REGRET_TIE
-    assert min(losses[0.0], losses[1.0]) + REGRET_TIE < min(losses[w] for w in PRIOR_WEIGHTS if w >= 8.0)
+    assert losses[0.0] <= losses[max(PRIOR_WEIGHTS)] + 1e-9
+    assert report.prior.weight == max(w for w in PRIOR_WEIGHTS if losses[w] <= min(losses.values()) + REGRET_TIE)
 
 
 def test_shape_folds_keep_each_shape_on_one_side() -> None:
@@ -429,3 +439,70 @@ def test_gpu_timer_takes_the_flushed_bracket_off(monkeypatch: pytest.MonkeyPatch
     assert flushed == pytest.approx({"a": (0.0200 - 0.0024) / 1e3})
     assert rotated == pytest.approx({"a": 0.0200 / 1e3})
     assert floors_measured == [1]  # once, on the first shape
+
+
+def test_l2_scale_floor_is_the_tightest_configs_bound() -> None:
+    """Each config bounds the L2 rate by its slowest pair; the floor is the largest of those bounds: one wave of TMA
+    128x128 tiles, whose K-steps ask a third more bytes per matrix instruction than 128x256 ones, lifts it."""
+    from theodolite.model.calibration_probes import l2_scale_floor
+
+    profile = load_profile(PROFILES / BUNDLED[0])
+    wide, square = "persistent/128x256x64/g8/w8/s4/k1/f", "tma/128x128x64/g8/w8/s4/k1"
+    rows = [Timing(1408, 2816, k, "nn", wide, 20e-6 + k // 64 * 0.63e-6) for k in (4096, 8192)]
+    rows += [Timing(1408, 1408, k, "nn", square, 20e-6 + k // 64 * 0.36e-6) for k in (4096, 8192, 16384)]
+    bandwidth = profile.value("l2_bandwidth")
+    floor = l2_scale_floor(profile, rows)["model_l2_bandwidth_scale"]
+    assert floor == pytest.approx(121 * 256 * 64 * 2 / 0.36e-6 / bandwidth, rel=1e-9)
+    assert floor > l2_scale_floor(profile, rows[:2])["model_l2_bandwidth_scale"]
+    # more tiles than SMs: no longer one wave, the pair bounds nothing
+    assert l2_scale_floor(profile, [Timing(4096, 4096, t.k, "nn", square, t.seconds) for t in rows[2:]]) == {}
+
+
+def test_tma_stream_floor_is_the_fastest_tma_tiles_per_sm_rate() -> None:
+    """One wave of TMA tiles bounds one SM's streaming ceiling for TMA copies from below: 8 tiles of 64x128x64 moving
+    24,576 bytes a K-step in 0.164 us is 150 GB/s per SM, 1.67x the pointer-based read probe's 90 GB/s (the H200's
+    tma-stages timings); pointer-based pairs bound nothing, nor does a TMA rate below the probe's (the default 1)."""
+    from theodolite.model.calibration_probes import floor_values, tma_stream_floor
+
+    profile = load_profile(PROFILES / BUNDLED[0])
+    metrics = dict(profile.metrics)
+    metrics["hbm_read_bandwidth_one_sm"] = dataclasses.replace(metrics["hbm_read_bandwidth_one_sm"], value=90e9)
+    profile = dataclasses.replace(profile, metrics=metrics)
+    tma, pointer = "tma/64x128x64/g8/w4/s8/k1", "persistent/64x64x64/g8/w4/s8/k1"
+    rows = [Timing(128, 512, k, "nn", tma, 5e-6 + k // 64 * 0.164e-6) for k in (8192, 16384)]
+    rows += [Timing(128, 512, k, "nn", pointer, 5e-6 + k // 64 * 0.05e-6) for k in (8192, 16384)]
+    scale = tma_stream_floor(profile, rows)["model_tma_stream_scale"]
+    assert scale == pytest.approx(64 * 192 * 2 / 0.164e-6 / 90e9, rel=1e-9)
+    assert tma_stream_floor(profile, rows[2:]) == {}
+    slow = [dataclasses.replace(t, seconds=t.seconds * 3) for t in rows[:2]]
+    assert tma_stream_floor(profile, slow)["model_tma_stream_scale"] == 1.0
+    assert set(floor_values(profile, rows)) == set(FLOOR_PARAMETERS)
+
+
+def test_flat_pairs_match_a_flattened_config_with_its_plain_twin() -> None:
+    from theodolite.model.calibration_fit import flat_pairs
+
+    plain, flat = "persistent/64x64x128/g8/w4/s4/k1", "persistent/64x64x128/g8/w4/s4/k1/f"
+    rows = [Timing(4096, 4096, 128, "nn", flat, 9e-6), Timing(4096, 4096, 128, "nn", plain, 12e-6),
+            Timing(2048, 8192, 128, "nn", flat, 9e-6), Timing(4096, 4096, 256, "nn", plain, 20e-6)]  # fmt: skip
+    assert flat_pairs(rows) == [(0, 1)]  # the flat config on another shape has no twin timed
+    with pytest.raises(ValueError, match="flat mode needs"):
+        fit(load_profile(PROFILES / BUNDLED[0]), rows[2:], ["model_flatten_hiding"], mode="flat", bootstrap=0)
+
+
+def test_a_probe_solve_started_on_a_flat_bound_still_finds_the_value() -> None:
+    """The TMA stage probe's slopes do not move with model_tma_latency_hiding at its default 1.0 (every step bound by
+    one SM's streaming) nor at the geometric middle of its bounds (the wait floored): from there alone the solve
+    stays put; a probe's solve (start_inside) also starts inside the bounds and finds the value of the timings."""
+    profile = _bare(load_profile(PROFILES / BUNDLED[0]))
+    truth = {**current_parameters(profile), **KNOWN}
+    (probe,) = [p for p in probes(profile, quick=True) if p.parameter == "model_tma_latency_hiding"]
+    rows = [Timing(m, n, k, layout, key, 1.0) for m, n, k, layout, key in probe.pairs()]
+    measured = Predictor(profile, rows)(truth)
+    rows = [dataclasses.replace(t, seconds=float(s)) for t, s in zip(rows, measured, strict=True)]
+    base = {**truth, "model_tma_latency_hiding": 1.0}
+    name = ["model_tma_latency_hiding"]
+    stuck = fit(profile, rows, name, base, "slope", bootstrap=0).values[name[0]]
+    found = fit(profile, rows, name, base, "slope", bootstrap=0, start_inside=True).values[name[0]]
+    assert stuck == pytest.approx(1.0, abs=1e-6)
+    assert found == pytest.approx(KNOWN["model_tma_latency_hiding"], rel=0.02)

@@ -38,6 +38,22 @@ def test_hbm_copy_within_5_percent_of_torch_copy():
     one_sm = result.metrics["hbm_read_bandwidth_one_sm"].value
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert read / sms < one_sm < 0.2 * read, (one_sm, read, sms)
+    # a GEMM epilogue's tile-by-tile stores: measured (not recorded unsupported), at most the plain write's rate
+    assert "hbm_tile_write_bandwidth" not in result.unsupported, result.unsupported
+    tile = result.metrics["hbm_tile_write_bandwidth"].value
+    assert 0.2 * write <= tile <= 1.1 * write, (tile, write)
+
+
+def test_timing_floors_order_the_brackets():
+    """An empty launch costs more between two events after a flush than per call in graph replays, both a few us."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    from theodolite.kernels.benchmark import Timer, timing_floors
+
+    floors = timing_floors(Timer())
+    assert 1e-4 < floors["graph_ms"] < floors["flushed_ms"] < 0.03, floors
+    assert floors["l2_bytes"] == torch.cuda.get_device_properties(0).L2_cache_size
 
 
 def test_graph_launch_is_the_gpus_own_gap_well_under_the_hosts():
