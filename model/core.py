@@ -123,6 +123,12 @@ def cost(
     full = ops.floor((items - units) / conc)
     rest = items - full * conc
     has_rest = rest > 0
+    # the last items run in rounds of at most ``conc``: a Stream-K grid (launched_per_sm programs per SM) can be wider
+    # than its build lets reside, and its programs beyond the slots start as the first ones end (persistent and
+    # split-K grids leave rest < conc: one round); every round but the last is full
+    rounds = mx(ceil(rest / conc), 1.0)
+    waves = full + has_rest * rounds
+    last = rest - (rounds - 1.0) * conc
     iters_l = ops.where(units > 0, ceil(kt / sk_split), iters)  # the last wave's K-steps (a Stream-K slice's)
     reduces = units > remainder  # a split tail: each slice stores a partial, waits, reduces its row chunks
 
@@ -151,8 +157,8 @@ def cost(
     # ---- per-SM time ----
     active_f = mn(conc, sm)
     occ_f = ceil(conc / active_f)
-    active_l = mx(mn(rest, sm), 1.0)
-    occ_l = ceil(rest / active_l)
+    active_l = mx(mn(last, sm), 1.0)
+    occ_l = ceil(last / active_l)
     # an asynchronous copy moves a K-step's panels through its SM at most at one SM's read ceiling (measured: a
     # K-step is never faster, experiments/step_vs_programs.py), and each stage's copy waits its
     # latency plus that streaming time, overlapped by the (stages - 1) copies prefetched before it
@@ -164,7 +170,7 @@ def cost(
     # waves (items / waves), at the L2 bandwidth.  The average, not each wave's own count: a persistent grid's next
     # items start as its first ones finish, and per wave a wider first wave over the same number of waves would cost
     # more SMs time (a loaded latency concave in the load), against the monotone sanity the model keeps
-    l2_step = mx(items / mx(full + has_rest, 1.0), 1.0) * c.panel * step_bytes / hw.l2_bandwidth
+    l2_step = mx(items / mx(waves, 1.0), 1.0) * c.panel * step_bytes / hw.l2_bandwidth
     if scalar:
         hide = latency * scalar_batches(c, a_vec, b_vec, hw, ops)
     else:
@@ -200,9 +206,10 @@ def cost(
     tail = ops.where(reduces, c.elems * (hw.streamk_reduce_cost * PARTIAL_BYTES * (1.0 + share * sk_split)
                      + out_bytes * (share - 1.0)) / hw.sm_bandwidth
                      + (2.0 + chunk_loads * sk_split) * hw.l2_latency_s, 0.0)  # fmt: skip
+    sk_slow = 1.0 + c.is_sk * (hw.streamk_slowdown - 1.0) * reduces
     sm_time = (
-        full * (fixed + iters * it_f) + has_rest * (fixed + tail + iters_l * it_l * (1.0 + c.is_sk * (
-            hw.streamk_slowdown - 1.0) * reduces)) + c.flat_hide * before + exposed * c.is_flat
+        full * (fixed + iters * it_f) + has_rest * (rounds * (fixed + tail) + iters_l * sk_slow * (
+            (rounds - 1.0) * it_f + it_l)) + c.flat_hide * before + exposed * c.is_flat
     )  # fmt: skip
 
     # ---- memory system (shared fluid over the whole kernel) ----
@@ -259,9 +266,9 @@ def cost(
         "#tiles": tiles,
         "#items": items,
         "#concurrent": conc,
-        "#waves": full + has_rest,
-        "#last_wave_busy": ops.where(has_rest, rest / conc, 1.0),
-        "#sm_busy": (full * active_f + has_rest * mn(rest, sm)) / mx((full + has_rest) * sm, 1.0),
+        "#waves": waves,
+        "#last_wave_busy": ops.where(has_rest, last / conc, 1.0),
+        "#sm_busy": (full * active_f + has_rest * ((rounds - 1.0) * active_f + mn(last, sm))) / mx(waves * sm, 1.0),
         "#l2_hit": 1.0 - miss,
         "#resident_per_sm": occ_f,
         "#iterations": iters,
@@ -413,6 +420,7 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         conc = 1.0
     full = ((items - units) / conc).__floor__()
     rest = items - full * conc
+    rounds = -(-rest // conc) if rest > 0 else 1.0  # the last items' rounds of at most conc (core.cost)
     w = conc if conc < plane else plane
     gmm = gm if gm < tm else tm
     per_group = gmm * tn
@@ -437,7 +445,8 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         hide = latency / lat_div
         chain = per_program + hide + it_over
     else:  # core.stage_wait at the load averaged over the waves, at least that L2 step, the read ceiling, the busy time
-        load = items / (full + (rest > 0)) if full + (rest > 0) > 1.0 else items
+        waves = full + rounds if rest > 0 else full
+        load = items / waves if waves > 1.0 else items
         l2_step = (load if load > 1.0 else 1.0) * request_step / l2_bw
         a = latency + stream
         hide = (a + math.sqrt(a * a + 4.0 * lat_div * latency * l2_step)) / (2.0 * lat_div)
@@ -457,7 +466,8 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     store = (tiles * out_bytes * elems) if is_sk else (tiles * split if is_split else items) * item_bytes
     workspace = 0.0
     if rest > 0:
-        it_l = -(-rest // (rest if rest < sm else sm)) * per_sm
+        last = rest - (rounds - 1.0) * conc  # every round but the last is full (core.cost)
+        it_l = -(-last // (last if last < sm else sm)) * per_sm
         if chain > it_l:
             it_l = chain
         iters_l = -(-kt // sk_split) if units else iters
@@ -466,9 +476,10 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
             share = chunk_loads / TAIL_CHUNKS
             traffic = elems * (sk_reduce * PARTIAL_BYTES * (1.0 + share * sk_split) + out_bytes * (share - 1.0))
             round_trips = 2.0 + chunk_loads * sk_split
-            sm_time += traffic / sm_bw + round_trips * l2_lat + iters_l * it_l * (sk_slow - 1.0)
+            sm_time += rounds * (traffic / sm_bw + round_trips * l2_lat)
+            sm_time += iters_l * ((rounds - 1.0) * it_f + it_l) * (sk_slow - 1.0)
             workspace = units * partial_tile  # through L2 twice, to HBM and back (core.cost)
-        sm_time += fixed + iters_l * it_l
+        sm_time += rounds * fixed + iters_l * ((rounds - 1.0) * it_f + it_l)
         total_steps += rest * iters_l
     kernel = (total_steps * request_step + 2.0 * workspace) / l2_bw
     if sm_time > kernel:

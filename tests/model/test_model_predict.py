@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from theodolite.kernels.config import KernelLimits, Problem, config_space, legality
+from theodolite.kernels.config import KernelLimits, Problem, config_space, legality, operand_loads
 from theodolite.model import choose, predict, rank
 from theodolite.model.hardware import hardware, launch_seconds
 from theodolite.model.occupancy import last_wave_busy_fraction, waves
@@ -143,6 +143,28 @@ def test_a_split_streamk_tail_writes_each_output_tile_once() -> None:
     assert (bf16.details["tail_split"], bf16.details["items"]) == (3.0, 108.0)
     grown = fp32.breakdown["hbm_time"] - bf16.breakdown["hbm_time"]
     assert grown == pytest.approx(36 * 128 * 256 * 2 / hardware(H100, "bf16").hbm_write_bandwidth, rel=1e-9)
+
+
+def test_a_streamk_grid_wider_than_its_residency_runs_its_tail_in_rounds() -> None:
+    """The measured H200 profile launches more Stream-K 64x64x64 programs per SM than its build lets reside; on
+    2184x632x156 all 350 tiles are the unsplit tail (fewer than the grid), but only 264 run at once: the rest wait
+    for a second round, as its persistent twin's second wave does (priced as one round of 350 they ran 1.4x faster
+    than the twin in the model and the same on the GPU)."""
+    from pathlib import Path
+
+    from theodolite.model.predict import evaluate
+
+    from theodolite.profile.hdf5 import load_profile
+
+    profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h200.h5")
+    table = table_for(profile, "bf16")
+    sk, twin = table.index["streamk/64x64x64/g8/w4/s4/k1"], table.index["persistent/64x64x64/g8/w4/s4/k1"]
+    problem = Problem(2184, 632, 156)
+    view = table.for_loads(operand_loads(problem))  # the residency of the binary that runs (K = 156: 8-byte rows)
+    assert view.pprog[sk] > 350 > view.slots[sk]  # the premise: the grid exceeds what resides
+    times, terms = evaluate(table, problem, detail=True)
+    assert terms["#tail_split"][sk] == 1.0 and terms["#waves"][sk] == 2.0
+    assert times[sk] == pytest.approx(times[twin], rel=1e-9)
 
 
 def test_a_split_streamk_tail_pays_its_reduction() -> None:
