@@ -203,7 +203,8 @@ def compile_one(
         num_stages=config.num_stages,
         loads=loads,
         layout=layout,
-        out_bytes=out_bytes,
+        # a build of a named layout records the output size it was compiled for (Profile.kernel_build looks it up so)
+        out_bytes=out_bytes or (default_out_bytes(dtype) if layout else 0),
     )
 
 
@@ -215,15 +216,17 @@ def _compile_task(args: tuple[str, str, str, str, str, int]) -> KernelBuild | st
 
 
 # What each dtype is built for (``build_matrix``): (layouts, output element sizes); "" / 0 is a layout-agnostic
-# build (compiled as nn at the default output) that serves every layout, as the 16-bit dtypes' builds always have
-# (their validation sweeps ran every layout on them), and so do tf32/fp32 (autograd runs every layout: dW = dY^T X is
-# tn).  fp8 runs K-major B only (``matmul`` copies an N-major B), with bf16 or fp32 output: its shared memory and
-# registers differ by both (fp8 128x256x128 s4: 229 KB with bf16 output, 328 KB with fp32).
+# build (compiled as nn at the default output) that serves every layout without its own build (autograd's dW = dY^T X
+# is tn).  nt, the layout of nn.Linear weights (x @ W.t()), has its own: a K-major B changes the binary of misaligned
+# operands most (bf16 on sm_90: 146 of 449 builds differ from nn's in residency, spills or shared memory; scalar-b
+# persistent/32x64x128 spills 120 B in nt and none in nn, vec4 ones spill in nn and not in nt).  fp8 runs K-major B
+# only (``matmul`` copies an N-major B), with bf16 or fp32 output: its shared memory and registers differ by both (fp8
+# 128x256x128 s4: 229 KB with bf16 output, 328 KB with fp32).
 BUILD_MATRIX: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
-    "bf16": (("",), (0,)),
-    "fp16": (("",), (0,)),
-    "tf32": (("",), (0,)),
-    "fp32": (("",), (0,)),
+    "bf16": (("", "nt"), (0,)),
+    "fp16": (("", "nt"), (0,)),
+    "tf32": (("", "nt"), (0,)),
+    "fp32": (("", "nt"), (0,)),
     "fp8e4m3": (("nt",), (2, 4)),
     "fp8e5m2": (("nt",), (2, 4)),
 }

@@ -168,7 +168,10 @@ class AlignmentClass:
         smem = table.hw.limits.smem_bytes_per_block
         missing_ok = not table.require_builds  # a profile with builds refuses a config without one (legality)
         self.build_ok = np.array(
-            [missing_ok if b is None else (b.n_spills == 0 and b.shared_bytes <= smem) for b in builds]
+            [
+                missing_ok if b is None else (b.n_spills <= kernel_config.SPILL_MAX_BYTES and b.shared_bytes <= smem)
+                for b in builds
+            ]
         )
 
     def build(self) -> grid_cache.Grid:
@@ -191,7 +194,7 @@ class AlignmentClass:
         return grid_cache.grid_key((
             fingerprint(table.profile), table.dtype, table.keys, table.hw, self.a_vec, self.b_vec, self.out_bytes,
             self.tma_ok, self.layout, GRID_LOG2_MAX, STEPS_PER_OCTAVE, CANDIDATE_SLACK, CORNER_BOUND, NEAR_TIE,
-            CANDIDATE_RANKS, TILE_SLACK, INSIDE_SAMPLES, INSIDE_SLACK,
+            CANDIDATE_RANKS, TILE_SLACK, INSIDE_SAMPLES, INSIDE_SLACK, kernel_config.SPILL_MAX_BYTES,
         ))  # fmt: skip
 
     def _build(self) -> grid_cache.Grid:

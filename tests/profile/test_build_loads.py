@@ -111,3 +111,35 @@ def test_residency_is_read_from_the_binary_that_runs() -> None:
     assert operand_loads(mixed) == "scalar-b" and operand_loads(aligned) == "vector"
     assert predict(mixed, config, profile).details["concurrent"] == 200
     assert predict(aligned, config, profile).details["concurrent"] == 132
+
+
+def test_a_layout_with_its_own_build_is_judged_by_it(measured_profile: Profile) -> None:
+    """nt (nn.Linear's x @ W.t()) has builds of its own: a K-major B changes the binary.  An nt problem reads the nt
+    build, other layouts the layout-agnostic one; a build spilling a few bytes stays legal, one spilling more does
+    not (``SPILL_MAX_BYTES``)."""
+    from theodolite.kernels.build import BUILD_MATRIX
+    from theodolite.kernels.config import SPILL_MAX_BYTES
+    from theodolite.model.predict import ConfigTable
+
+    assert all("nt" in BUILD_MATRIX[dtype][0] for dtype in ("bf16", "fp16", "tf32", "fp32"))
+    key = "persistent/32x64x128/g8/w4/s4/k1"
+    agnostic = KernelBuild("persistent", key, "bf16", "sm_90", 255, 0, 40960, 4, loads="scalar-b")
+    nt = replace(agnostic, layout="nt", out_bytes=2, n_spills=120)
+    profile = replace(measured_profile, kernel_builds=(agnostic, nt))
+    assert profile.kernel_build("persistent", key, "bf16", "scalar-b", "nt") is nt
+    assert profile.kernel_build("persistent", key, "bf16", "scalar-b", "nn") is agnostic
+    assert profile.kernel_build("persistent", key, "bf16", "scalar-b", "tn") is agnostic
+    limits = KernelLimits.from_profile(profile)
+    config = GemmConfig.from_key(key)
+    # 2 rows against W[45184, 13713]: K rows of 13713 bf16 misaligned, B element-wise, A tiny (copied aligned)
+    decode_nt = Problem(2, 45184, 13713, layout="nt")
+    # nn with B's rows (N = 45183) misaligned: element-wise B again, judged by the layout-agnostic build
+    decode_nn = Problem(2, 45183, 13712, layout="nn")
+    assert operand_loads(decode_nt) == "scalar-b"
+    assert config not in legal_configs(decode_nt, limits, profile)
+    table = ConfigTable(profile, "bf16")
+    assert not table.legal_mask(decode_nt)[table.index[key]]
+    small = replace(profile, kernel_builds=(agnostic, replace(nt, n_spills=SPILL_MAX_BYTES)))
+    assert config in legal_configs(decode_nt, limits, small)
+    assert operand_loads(decode_nn) == "scalar-b"
+    assert config in legal_configs(decode_nn, limits, profile)
