@@ -55,10 +55,10 @@ COPY_PITCH_BYTES = 128
 ASYNC_COPY_MIN_BYTES = 4  # narrower loads cannot be asynchronous copies (cp.async): Triton leaves them unpipelined
 SPLITK_MAX_WAVES = 2  # split-K is legal only while the output has at most this many waves of tiles
 # A build that spills more than this many bytes of registers per thread is illegal.  A few spilled address registers
-# cost little, more cost multiples: H200 bf16 nt timings of every legal config (the validation sweeps) against the
-# model's time of each, relative to the shape's median, by the nt build's spill: none 0.90-1.00x (element-wise,
-# 8-/4-byte and vector loads), 1-64 B 0.88-1.15x (splitk/16x64x128 element-wise spilling 52 B was the best config of
-# several shapes), 65-128 B 1.02-1.21x, 129-400 B 1.2-2.0x, over 400 B 1.7x.
+# cost little, more cost multiples: H200 bf16 nt timings of every timed config (the validation sweeps) over the
+# model's time of each, relative to the shape's median, by the nt build's spill (experiments/spill_cost.py): none
+# 0.94-1.00x, 1-64 B 0.93-1.15x (splitk/16x64x128 element-wise spilling 52 B was the best config of several shapes),
+# 65-128 B 1.03-1.21x, 129-400 B 1.2-2.0x, over 400 B 1.7x.
 # THEODOLITE_SPILL_MAX_BYTES (read at import) overrides it for side-by-side experiments.
 SPILL_MAX_BYTES = int(os.environ.get("THEODOLITE_SPILL_MAX_BYTES", "64"))
 # Stream-K (hybrid): the tiles past the last full wave are split along K into at most this many equal slices,
