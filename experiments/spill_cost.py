@@ -17,6 +17,7 @@ import sys
 
 from theodolite.model.evaluate import _problem, load_results
 from theodolite.model.predict import alignment_and_loads, evaluate, table_for
+
 from theodolite.profile.hdf5 import load_profile
 
 BUCKETS = ((0, "0"), (64, "1-64"), (128, "65-128"), (400, "129-400"), (math.inf, ">400"))
