@@ -15,7 +15,8 @@ and torch.matmul, as ``validate`` times a shape.  Run on a GPU from the reposito
 
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/tma_streamk.py [--all]
 
-Without ``--all`` only the shapes whose committed final round reads under 1.0x of torch.matmul.
+Without ``--all`` only the shapes whose committed final round reads under 1.0x of torch.matmul; ``--m 128,512`` every
+llm shape with those M (the decoder's prefill rows of ``bench-linear``), whatever its final round.
 """
 
 import functools
@@ -149,6 +150,8 @@ def candidates(s: Any, every: bool, programs: Any) -> list[str]:
         return []
     keys = []
     for c in config_space("bf16", ("tma",)):
+        if c.block_n1:  # composite tiles: this kernel has one accumulator
+            continue
         key = "tmask/" + c.key.split("/", 1)[1].removesuffix("/f")
         if key not in keys and partition(s.M, s.N, s.K, c.key, programs(c.key))[2] >= 2:
             keys.append(key)
@@ -160,14 +163,17 @@ def main() -> None:
     from theodolite.results import load_results
 
     every = "--all" in sys.argv
+    rows = {int(m) for m in sys.argv[sys.argv.index("--m") + 1].split(",")} if "--m" in sys.argv else None
     gpu = gpu_name()
     todo = []
-    for suite in ("llm", "random-dev"):
+    for suite in ("llm",) if rows else ("llm", "random-dev"):
         for s in load_results(f"reports/results/validate-{suite}-{gpu}.json").shapes:
-            extra = candidates(s, every, resident)
+            if rows is not None and s.M not in rows:
+                continue
+            extra = candidates(s, every or rows is not None, resident)
             if extra:
                 todo.append((f"{suite}:{s.name}", s.M, s.N, s.K, fastest(s.configs, 3), extra))
-    script = "tma_streamk.py" + " --all" * every
+    script = "tma_streamk.py" + " --all" * every + (f" --m {sys.argv[sys.argv.index('--m') + 1]}" if rows else "")
     path = time_candidates(todo, "tma split tail", f"tma-streamk-{gpu}", script, plans_for)
     print("wrote", path, file=sys.stderr)
 
