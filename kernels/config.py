@@ -47,6 +47,11 @@ OUT_DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp32")
 # (a property of the instructions our kernels use, not of any particular GPU).
 _MIN_CAPABILITY = {"tma": 90, "fp8e4m3": 89, "fp8e5m2": 89}
 
+# Tiles under 64 rows run the synchronous matrix path (mma.sync).  Triton 3.6 gives it fp8 operands as fp16: each
+# fragment is unpacked after its load from shared memory (sm_90 SASS of fp8 splitk/16x64x512: HMMA.16816.F32 at 64
+# per warp and K-step, beside 256 F2FP.F16.E4M3.UNPACK_B), so those tiles multiply at the fp16 rate.
+SYNC_PATH_DTYPE = {"fp8e4m3": "fp16", "fp8e5m2": "fp16"}
+
 ALIGN_BYTES = 16  # vector loads and TMA descriptors need 16-byte aligned rows
 # a padded copy's rows start on this boundary: against B's unpadded 24576-byte pitch (a 4 KiB multiple), a pitch of B
 # that is an odd multiple of 16 bytes slows persistent 128x256x64 at 5120x12288x10752 1.64x (H100) / 1.29x (H200),

@@ -28,12 +28,13 @@ def mma_instructions(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, warps: np.n
     k_step: 32 bytes of the input (16 bf16 elements).
     """
     k_step = 32.0 / hw.element_bytes
+    sync_k_step = 32.0 / (hw.sync_element_bytes or hw.element_bytes)  # converted operands: the wider type's step
     groups = np.maximum(warps / 4.0, 1.0)
     groups_m = np.minimum(groups, np.maximum(bm / hw.mma_min_m, 1.0))
     groups_n = groups / groups_m
     cols = bn / groups_n
     asynchronous = (bm / hw.mma_min_m) * (bk / k_step) * np.ceil(cols / hw.mma_max_n) * groups_n
-    synchronous = (bm / 16.0) * (bn / 8.0) * (bk / k_step) / np.minimum(warps, 4.0)  # one scheduler per warp
+    synchronous = (bm / 16.0) * (bn / 8.0) * (bk / sync_k_step) / np.minimum(warps, 4.0)  # one scheduler per warp
     return np.where(bm < hw.mma_min_m, synchronous, asynchronous)
 
 
@@ -41,10 +42,24 @@ def compute_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, hw: Hardware, w
     """Seconds of matrix-unit work per K-iteration of one program, alone on its SM.
 
     FLOPs at the profile's per-SM matrix rate (tiles narrower than the asynchronous instruction's
-    M run on the synchronous path at ``mma_small_rate`` of it), plus a fixed cost per instruction.
+    M run on the synchronous path at ``mma_small_rate`` of it), plus a fixed cost per instruction.  Where the
+    compiler converts the synchronous path's operands (fp8 as fp16: ``hw.sync_flops_per_sm``), it runs at the wider
+    type's rate and issues one conversion per two elements of every fragment a warp reads (``conversion_time``).
     """
-    rate = np.where(bm < hw.mma_min_m, hw.mma_small_rate, 1.0) * hw.mma_flops_per_sm
-    return flops_per_iteration(bm, bn, bk) / rate + mma_instructions(bm, bn, bk, warps, hw) * hw.mma_instruction_s
+    sync = hw.mma_small_rate * (hw.sync_flops_per_sm or hw.mma_flops_per_sm)
+    rate = np.where(bm < hw.mma_min_m, sync, hw.mma_flops_per_sm)
+    matrix = flops_per_iteration(bm, bn, bk) / rate + mma_instructions(bm, bn, bk, warps, hw) * hw.mma_instruction_s
+    return matrix + conversion_time(bm, bn, bk, warps, hw)
+
+
+def conversion_time(bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, warps: np.ndarray, hw: Hardware) -> np.ndarray:
+    """Seconds per K-iteration of the synchronous path's operand conversions (0 where the compiler converts none):
+    each warp unpacks its A and B fragments (``sync_warp_grid``), two elements per instruction per thread."""
+    if not hw.sync_element_bytes:
+        return np.zeros(np.shape(bm))
+    wm, wn = sync_warp_grid(bm, bn, warps)
+    instructions = (bm * bk * wn + bn * bk * wm) / (2.0 * hw.warp_size)
+    return np.where(bm < hw.mma_min_m, instructions / hw.issue_rate, 0.0)
 
 
 def sync_warp_grid(bm: np.ndarray, bn: np.ndarray, warps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

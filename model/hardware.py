@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from theodolite.kernels.config import DTYPE_BYTES, DTYPE_THROUGHPUT_METRIC, KernelLimits
+from theodolite.kernels.config import DTYPE_BYTES, DTYPE_THROUGHPUT_METRIC, SYNC_PATH_DTYPE, KernelLimits
 
 from theodolite.errors import ProfileError
 from theodolite.profile.schema import Profile
@@ -221,6 +221,10 @@ class Hardware:
     # share of hbm_read_bandwidth that a active SMs reach, index a = 0..sm_count (memory.read_shares); () where the
     # profile has no read-against-SMs curve: the linear ramp to hbm_saturation_sms instead
     hbm_read_share: tuple[float, ...] = ()
+    # the synchronous path (tiles under mma_min_m rows) where the compiler converts the operands first
+    # (kernels.config.SYNC_PATH_DTYPE): its per-SM rate and element size; 0: the dtype's own
+    sync_flops_per_sm: float = 0.0
+    sync_element_bytes: int = 0
 
     @property
     def per_sm_copy(self) -> float:
@@ -383,4 +387,6 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         limits=limits,
         defaults_used=defaults_used(profile),
         hbm_read_share=read_shares(profile, sms),
+        sync_flops_per_sm=mma_throughput(profile, SYNC_PATH_DTYPE[dtype]) / sms if dtype in SYNC_PATH_DTYPE else 0.0,
+        sync_element_bytes=DTYPE_BYTES[SYNC_PATH_DTYPE[dtype]] if dtype in SYNC_PATH_DTYPE else 0,
     )

@@ -409,6 +409,26 @@ def test_synchronous_tiles_read_a_once_per_warp_along_n() -> None:
     assert t_async == pytest.approx(32 * 1024 / hw.smem_bandwidth)
 
 
+def test_fp8_tiles_under_64_rows_multiply_as_fp16_after_a_conversion() -> None:
+    """sm_90 SASS of fp8 splitk/16x64x512 w4: per warp and K-step 64 HMMA.16816.F32 (fp16, k16) and 256
+    F2FP.F16.E4M3.UNPACK_B.  The model prices that K-step at the fp16 rate with those counts; 64-row tiles keep the
+    fp8 rate, and bf16 is what it was."""
+    from theodolite.model.compute import compute_time, conversion_time, mma_instructions
+
+    one = np.array([1.0])
+    fp8, fp16, bf16 = (hardware(H100, d) for d in ("fp8e4m3", "fp16", "bf16"))
+    bm, bn, bk, warps = 16 * one, 64 * one, 512 * one, 4 * one
+    assert mma_instructions(bm, bn, bk, warps, fp8)[0] == 64
+    assert conversion_time(bm, bn, bk, warps, fp8)[0] * fp8.issue_rate == pytest.approx(4 * 256)
+    synchronous = compute_time(bm, bn, bk, fp8, warps)[0]
+    assert synchronous == pytest.approx(compute_time(bm, bn, bk, fp16, warps)[0] + 1024 / fp8.issue_rate)
+    # 64 rows: the asynchronous path takes fp8 itself (twice fp16's rate), nothing converted
+    wide = compute_time(64 * one, bn, bk, fp8, warps)[0]
+    assert conversion_time(64 * one, bn, bk, warps, fp8)[0] == 0
+    assert wide < compute_time(64 * one, bn, bk, fp16, warps)[0]
+    assert conversion_time(bm, bn, 256 * one, warps, bf16)[0] == 0
+
+
 def test_a_tile_wider_than_the_matrix_waits_as_long_as_one_that_fits() -> None:
     """The columns a tile wraps past N are L2 hits arriving with the step's misses: they must not shorten its
     latency.  dev190 (240x24x197): 16x64 and 16x128 tiles both cover N = 24 and fetch the same bytes per K-step, so
