@@ -399,6 +399,11 @@ _DECODE_SPLITK = (
 _DECODE_PERSISTENT = (
     (16, 128, 128, 4, 6, False),
     (16, 64, 256, 4, 4, False),
+    # 64-row tiles six stages deep (144-192 KB in flight per SM): the weights of 16-48 MB in fp8 and of 32-48 MB in
+    # bf16, where one program per SM streams too few bytes (H200, experiments/decode_depth.py: fp8 llama3-8b.o
+    # 64x32x256 s4 8.70-9.09 us -> s6 8.08-8.23, qkv 64x64x256 10.19 -> 9.84; bf16 qkv M=32 64x64x128 20.7 -> 19.5)
+    (64, 32, 128, 4, 6, False),
+    (64, 64, 128, 4, 6, False),
 )
 
 
