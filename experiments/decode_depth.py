@@ -72,7 +72,8 @@ def run(out: str) -> None:
 
 def summary(paths: list[str]) -> None:
     for path in paths:
-        data = json.load(open(path))
+        with open(path) as stream:
+            data = json.load(stream)
         dtype = data["shapes"][0]["dtype"]
         space = set(CONFIGS[dtype][: SPACE_FIRST[dtype]])
         print(path)
