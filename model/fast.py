@@ -239,8 +239,9 @@ class AlignmentClass:
                 mask[:, i] = False
         cond &= ~kept
         every = kept | cond
-        # most likely winner first: the cost at the cell's centre
-        order_key = np.where(every, centre_times.reshape(-1, count), np.inf)
+        # most likely winner first: the cost at the cell's centre; a candidate illegal there (the decode family on
+        # a cell straddling DECODE_MAX_M, split-K past its K rule) last among the candidates, not among the rest
+        order_key = np.where(every, np.minimum(centre_times.reshape(-1, count), np.finfo(float).max), np.inf)
         order = np.argsort(order_key, axis=1, kind="stable")
         sizes = every.sum(axis=1)
         ordered_low = np.take_along_axis(low, order, axis=1)
