@@ -8,7 +8,7 @@ new builds and every measured value untouched.
     python -m theodolite.probes.builds profiles/nvidia-h100-80gb-hbm3.h5 profiles/nvidia-h200.h5 --workers 16
 
 Every dtype the API accepts is built by default, for the layouts and output sizes of ``kernels.build.BUILD_MATRIX``
-(about 5,300 compiles, ~0.75 s each on one core; 17 min on 2 cores when Triton's cache holds the nn ones);
+(about 5,500 compiles, ~0.75 s each on one core; 17 min on 2 cores when Triton's cache holds the nn ones);
 ``--dtypes`` refreshes some (their builds are replaced whole, the others' kept), so a long refresh can run as
 several shorter commands.  ``--decode`` compiles only the decode family
 (``kernels.config.decode_configs``) and replaces only their builds.

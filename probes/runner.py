@@ -198,7 +198,7 @@ def reusable_builds(architecture: str, key: str) -> tuple[tuple[KernelBuild, ...
 def kernel_builds(
     architecture: str, log: Callable[[str], None], timeout_s: float = 3600.0
 ) -> tuple[tuple[KernelBuild, ...], str]:
-    """Compiler facts of the GEMM configs for every dtype the API accepts (``kernels.build.BUILD_MATRIX``, ~5,300
+    """Compiler facts of the GEMM configs for every dtype the API accepts (``kernels.build.BUILD_MATRIX``, ~5,500
     compiles: 3,600 took about 3 minutes on 16 cores), reused from a profile of the same architecture and kernel
     sources where one exists (``reusable_builds``); never fatal."""
     try:
