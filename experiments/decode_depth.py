@@ -10,15 +10,16 @@ nt (nn.Linear's ``x @ W.t()``).
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/decode_depth.py          # GPU: $OUT/decode-depth-{fp8e4m3,bf16}.json
     python3 experiments/decode_depth.py --summary F.json ...               # no GPU: per shape, torch / space / new
 
-H200, 2026-11-28 (``experiments/decode-depth-{fp8e4m3,bf16}-h200.json``): fp8 llama3-8b.o M 1-32 64x32x256 s4 8.70-9.09 us ->
-s6 8.08-8.23 (``_scaled_mm`` 7.2-7.7), qkv (6144x4096) 64x64x128 s12 10.19 -> 64x64x256 s6 9.84 (9.67); bf16 qkv M 32
+H200, 2026-11-28 (``experiments/decode-depth-{fp8e4m3,bf16}-h200.json``): fp8 llama3-8b.o M 1-32 64x32x256 s4
+8.70-9.09 us -> s6 8.08-8.23 (``_scaled_mm`` 7.2-7.7), qkv (6144x4096) 64x64x128 s12 10.19 -> 64x64x256 s6 9.84 (9.67); bf16 qkv M 32
 and 64 64x64x128 s6 19.5 and 18.1 against the space's 20.7 and 18.8 (torch 18.6, 18.0), o M=64 64x32x128 s6 14.6
 (15.6; torch 14.1).  Split-K over 64x32 tiles gained nothing, 64x16 tiles lost (12-18 us).  The two
-six-stage tiles joined the decode family (``kernels.config._DECODE_PERSISTENT``).  Over the whole fp8 decode suite
-(``bench --shapes decode --dtype fp8e4m3 --layout nt`` with the two beside three of the sweep's configs as anchors,
-``experiments/decode-depth-fp8e4m3-suite-h200.json``) they are the fastest of the five on 42 of 84 shapes; merged into
-``reports/results/validate-decode-fp8e4m3-nt-h200.json`` (each shape's times scaled by its anchors' median ratio to
-the sweep, 0.988 overall) the sweep's best against ``_scaled_mm`` goes 0.982 -> 0.994 (min 0.821 -> 0.885).
+six-stage tiles joined the decode family (``kernels.config._DECODE_PERSISTENT``).  Seven and eight stages, 64x32x512
+and 64x32x128 at 16 stages were slower on llama3-8b.o (8.29-9.25 us, ``decode-depth-deeper-h200.json``, the same
+command with those keys).  Over the whole fp8 decode suite (the two beside three of the sweep's configs,
+``decode-depth-fp8e4m3-suite-h200.json``) they are the fastest of the five on 42 of 84 shapes; validated again with
+them in the space (``reports/results/validate-decode-fp8e4m3-nt-h200.json``) the suite's best against
+``_scaled_mm`` is 1.003x (min 0.899), 0.989x (min 0.817) before.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ def run(out: str) -> None:
             csv.write("name,M,N,K\n" + "".join(f"{n},{m},{nn},{k}\n" for n, m, nn, k in shapes))
         args = [a for key in CONFIGS[dtype] for a in ("--config", key)]
         path = os.path.join(out, f"decode-depth-{dtype}.json")
-        command = [sys.executable, "-m", "theodolite", "bench", "--shapes", csv.name, "--dtype", dtype, "--layout", "nt"]
-        subprocess.run([*command, *args, "-o", path], check=True)
+        command = [sys.executable, "-m", "theodolite", "bench", "--shapes", csv.name, "--dtype", dtype]
+        subprocess.run([*command, "--layout", "nt", *args, "-o", path], check=True)
         summary([path])
 
 
@@ -81,8 +82,9 @@ def summary(paths: list[str]) -> None:
             timed = {k: v for k, v in s["configs"].items() if v}
             old = min((v, k) for k, v in timed.items() if k in space)
             new = min((v, k) for k, v in timed.items() if k not in space)
-            print(f"  {s['name']} {s['M']}x{s['N']}x{s['K']}: torch {s['torch_ms'] * 1e3:.2f} us, space {old[0] * 1e3:.2f} "
-                  f"({old[1]}), off the space {new[0] * 1e3:.2f} ({new[1]})")  # fmt: skip
+            shape = f"{s['name']} {s['M']}x{s['N']}x{s['K']}"
+            print(f"  {shape}: torch {s['torch_ms'] * 1e3:.2f} us, space {old[0] * 1e3:.2f} ({old[1]}), "
+                  f"candidates {new[0] * 1e3:.2f} ({new[1]})")  # fmt: skip
 
 
 if __name__ == "__main__":
