@@ -11,15 +11,15 @@ nt (nn.Linear's ``x @ W.t()``).
     python3 experiments/decode_depth.py --summary F.json ...               # no GPU: per shape, torch / space / new
 
 H200, 2026-11-28 (``experiments/decode-depth-{fp8e4m3,bf16}-h200.json``): fp8 llama3-8b.o M 1-32 64x32x256 s4
-8.70-9.09 us -> s6 8.08-8.23 (``_scaled_mm`` 7.2-7.7), qkv (6144x4096) 64x64x128 s12 10.19 -> 64x64x256 s6 9.84 (9.67); bf16 qkv M 32
-and 64 64x64x128 s6 19.5 and 18.1 against the space's 20.7 and 18.8 (torch 18.6, 18.0), o M=64 64x32x128 s6 14.6
-(15.6; torch 14.1).  Split-K over 64x32 tiles gained nothing, 64x16 tiles lost (12-18 us).  The two
-six-stage tiles joined the decode family (``kernels.config._DECODE_PERSISTENT``).  Seven and eight stages, 64x32x512
+8.70-9.09 us -> s6 8.08-8.23 (``_scaled_mm`` 7.2-7.7), qkv (6144x4096) 64x64x128 s12 10.19 -> 64x64x256 s6 9.84
+(9.67); bf16 qkv M 32 and 64 64x64x128 s6 19.5 and 18.1 against the space's 20.7 and 18.8 (torch 18.6, 18.0), o M=64
+64x32x128 s6 14.6 (15.6; torch 14.1). Split-K over 64x32 tiles gained nothing, 64x16 tiles lost (12-18 us). The two
+six-stage tiles joined the decode family (``kernels.config._DECODE_PERSISTENT``). Seven and eight stages, 64x32x512
 and 64x32x128 at 16 stages were slower on llama3-8b.o (8.29-9.25 us, ``decode-depth-deeper-h200.json``, the same
-command with those keys).  Over the whole fp8 decode suite (the two beside three of the sweep's configs,
+command with those keys). Over the whole fp8 decode suite (the two beside three of the sweep's configs,
 ``decode-depth-fp8e4m3-suite-h200.json``) they are the fastest of the five on 42 of 84 shapes; validated again with
-them in the space (``reports/results/validate-decode-fp8e4m3-nt-h200.json``) the suite's best against
-``_scaled_mm`` is 1.003x (min 0.899), 0.989x (min 0.817) before.
+them in the space (``reports/results/validate-decode-fp8e4m3-nt-h200.json``) the suite's best against ``_scaled_mm``
+is 1.003x (min 0.899), 0.989x (min 0.817) before.
 """
 
 from __future__ import annotations
