@@ -4,8 +4,8 @@ Per (profile, dtype, alignment class) the full model is evaluated once, vectoris
 of shapes (M, N, K at two points per octave, 1 .. 262144) and on the centres of its cells.  Each
 cell keeps as candidates the configs that are best at any of its 8 corners or its centre (the
 centre catches winners that wave quantization makes best only inside the cell), and each output
-tile shape's best config at the centre when it is close to the centre's best (TILE_SLACK: a tile
-whose waves fill up only between the sample points).  Such a tile representative is an unconditional
+tile shape's best config at the centre or a corner when it is close to that point's best (TILE_SLACK: a
+tile whose waves fill up only between the sample points).  Such a tile representative is an unconditional
 candidate where it wins at a point of a small lattice inside the cell (INSIDE_SAMPLES); elsewhere it is
 tried only for shapes where its work fills the SMs' program slots more evenly than at the centre (its
 one advantage between the sample points), which keeps most of them out of a selection.  A new shape then
@@ -73,7 +73,12 @@ NEAR_TIE = 0.001
 # cell again).  1.3 alone: 21 misses, worst 0.901; with two ranks within 10%: 13, worst 0.928, but dev167's 128x64
 # representative (33% over the centre's best there) still out; 1.4: the same 13 misses and dev167 tried, for
 # 12.8-13.3 -> 14.2-14.8 us per new shape (`model.speed.measure`, this host at `sum(range(1000))` 8.8-9.6 us; 9.6-10.6
-# us at the old constants), as read with the old launch figure before (13.3-15.2 us)
+# us at the old constants), as read with the old launch figure before (13.3-15.2 us).  Since 2026-11-28 a tile's
+# representatives come from the 8 corners as well as the centre: 806x2432x10880 (H200) fills 130 SMs with 64x256
+# tiles but 140 at the centre (1.47x its best there, 1.11x at a corner), and the fast path took Stream-K 64x128, 17%
+# over the argmin in the model (measured 1.006x) -- of the seen H200 sweeps' 1062 shapes 23 picks differed from the
+# argmin (worst 0.829), now 7 (worst 0.961); the 1200 random shapes' misses stay 9, the worst 0.938 -> 0.979; for
+# +0.3 us per new shape (12.2-12.5 -> 12.6-12.9 us median, `select --benchmark`, a 2-core x86 CPU)
 TILE_SLACK = 1.4
 # a tile representative stays a candidate only where it wins (within INSIDE_SLACK of the best) at one of
 # INSIDE_SAMPLES^3 points inside the cell (a lattice in log space, between the corners and the centre)
@@ -223,7 +228,12 @@ class AlignmentClass:
         kept &= distinct | is_first
         cond: np.ndarray = np.zeros(kept.shape, dtype=bool)
         if TILE_SLACK > 1.0:
-            reps = self._tile_representatives(centre_times) & ~kept
+            reps = self._tile_representatives(centre_times)
+            for a in (0, 1):
+                for b in (0, 1):
+                    for c in (0, 1):
+                        reps |= self._tile_representatives(corner_times[a : a + top, b : b + top, c : c + top])
+            reps &= ~kept
             inside = self._win_inside(kept, reps) if INSIDE_SAMPLES else reps
             kept |= inside
             cond = reps & ~inside  # the rest: candidates only where their waves fill better than at the centre
@@ -269,7 +279,8 @@ class AlignmentClass:
         return items / (np.ceil(items / conc) * np.ceil(conc / sms) * sms)  # type: ignore[no-any-return]
 
     def _tile_representatives(self, centre_times: np.ndarray) -> np.ndarray:
-        """Per cell, each output tile shape's best config at the centre when within TILE_SLACK of the centre's best."""
+        """Per cell, each output tile shape's best config at one sample point (``centre_times``: the centre's or a
+        corner's) when within TILE_SLACK of that point's best."""
         table = self.table
         best = np.min(centre_times, axis=-1, keepdims=True)
         close = centre_times <= best * TILE_SLACK

@@ -143,10 +143,11 @@ def test_fast_pick_is_the_full_argmin_on_the_measured_profile(slack_parameters) 
     charged at the GPU's own ~1 us (launch_overhead_graph) instead of the host's ~20 us (2026-11-27) the
     same absolute gaps became larger relative ones: 23 misses, the worst 0.862 (11889x543x2896, tma 128x128 s6 for s3),
     until TILE_SLACK 1.4 and two ranks within 10% per grid point: 13 misses, the worst 0.928 (2094x959x2407), then
-    0.940 (6566x7x3657); the H200 profile 4, the worst 0.947."""
+    0.940 (6566x7x3657); the H200 profile 4, the worst 0.947.  With tile representatives from the cell's corners
+    too (2026-11-28): 9 misses, the worst 0.979 (20x3721x277: 16x64x128 s4 picked, 16x64x32 s2 the argmin)."""
     worse = [ratio for ratio, *_ in fast_misses(table_for(_bundled_h100(), "bf16"))]
     assert len(worse) <= 0.02 * 1200
-    assert not worse or min(worse) > 0.92
+    assert not worse or min(worse) > 0.95
 
 
 def test_int_route_equals_problem_route() -> None:
