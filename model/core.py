@@ -196,7 +196,15 @@ def cost(
     # a loop shorter than the pipeline: its prologue zero-fills the stages beyond its last K-step, with nothing
     # to overlap them (per work item, once per program when flattened); only the asynchronous operand(s) prefetch
     exposed = mx(c.prefetch - iters, 0.0) * zero_fill(c, a_vec, b_vec)
-    fixed = before * (1.0 - c.flat_hide) + epilogue + exposed * (1.0 - c.is_flat)
+    # the pipeline fill: an item's prologue requests its prefetched K-steps at once (those the loop has: the others
+    # are zero-filled, above), and they share the SM's copy path, so its first step's operands arrive only after
+    # all of them, each at one SM's streaming ceiling (measured: one tile over 12-41 K-steps takes 0.15-0.3 us more
+    # per stage, TMA and cp.async alike; experiments/pipeline_fill.py).  A loop bound by that streaming absorbs it:
+    # its steps' time beyond their other bounds.  Per work item, or once per program for a flattened loop, as the
+    # zero fill
+    other = mx(occ_f * per_prog, mx(per_prog + overhead, hide))
+    fill = mx(mn(c.prefetch, iters) * stream - iters * (it_f - other), 0.0)
+    fixed = before * (1.0 - c.flat_hide) + epilogue + (exposed + fill) * (1.0 - c.is_flat)
     # a Stream-K slice: its partial stored, then its share (ceil(chunks / split) of TAIL_CHUNKS row chunks) of all
     # slices' partials read and written out through its SM, the fp32 partial traffic at 1/streamk_reduce_cost of
     # one SM's bandwidth; two L2 round trips (count in, wait), and one per chunk load: the reduction's loop over
@@ -209,7 +217,7 @@ def cost(
     sk_slow = 1.0 + c.is_sk * (hw.streamk_slowdown - 1.0) * reduces
     sm_time = (
         full * (fixed + iters * it_f) + has_rest * (rounds * (fixed + tail) + iters_l * sk_slow * (
-            (rounds - 1.0) * it_f + it_l)) + c.flat_hide * before + exposed * c.is_flat
+            (rounds - 1.0) * it_f + it_l)) + c.flat_hide * before + (exposed + fill) * c.is_flat
     )  # fmt: skip
 
     # ---- memory system (shared fluid over the whole kernel) ----
@@ -263,6 +271,7 @@ def cost(
         "iter_total": it_f,
         "fixed_per_item": fixed,
         "zero_fill": exposed,  # a short loop's zero-filled prologue stages (per item; once per program if flat)
+        "pipeline_fill": fill,  # the prologue's prefetched steps at one SM's streaming ceiling (as zero_fill)
         "#tiles": tiles,
         "#items": items,
         "#concurrent": conc,
@@ -460,6 +469,18 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         it_f = chain
     fixed = latency * kept + item_over
     exposed = (prefetch - iters) * stage_fill if iters < prefetch else 0.0  # zero-filled prologue (core.cost)
+    if stream:  # the pipeline fill, less what a loop bound by its streaming absorbs (core.cost)
+        other = -(-conc // active_f) * per_program
+        if busy > other:
+            other = busy
+        if not sync:
+            if hide > other:
+                other = hide
+            if l2_step > other:
+                other = l2_step
+        absorbed = (prefetch if prefetch < iters else iters) * stream - iters * (it_f - other)
+        if absorbed > 0:
+            exposed += absorbed
     fixed += exposed * (1.0 - is_flat)  # per work item, or once per program for a flattened loop
     sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over) + exposed * is_flat
     total_steps = full * conc * iters

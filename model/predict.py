@@ -52,9 +52,9 @@ OCCUPANCY_BOUND_BELOW = 0.75
 
 _TERM_NAMES = (
     "launch", "copy", "sm_time", "mem_time", "l2_time", "hbm_time", "fixup", "iter_compute", "iter_smem",
-    "iter_l2", "iter_hbm", "iter_issue", "iter_latency", "iter_total", "fixed_per_item", "zero_fill", "#tiles",
-    "#items", "#concurrent", "#waves", "#last_wave_busy", "#sm_busy", "#l2_hit", "#resident_per_sm", "#iterations",
-    "#tail_split",
+    "iter_l2", "iter_hbm", "iter_issue", "iter_latency", "iter_total", "fixed_per_item", "zero_fill", "pipeline_fill",
+    "#tiles", "#items", "#concurrent", "#waves", "#last_wave_busy", "#sm_busy", "#l2_hit", "#resident_per_sm",
+    "#iterations", "#tail_split",
 )  # fmt: skip
 _TERMS = ("compute", "smem", "l2", "hbm", "issue", "latency")
 _TERM_CLASS = {
