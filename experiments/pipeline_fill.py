@@ -11,11 +11,13 @@ beside the model's (``python -m theodolite bench --config``, bf16 nn, graph-time
     PYTHONPATH=$PWD python3 experiments/pipeline_fill.py --summary F.json PROFILE   # no GPU
     PYTHONPATH=$PWD python3 experiments/pipeline_fill.py --sweeps PROFILE RESULTS...  # no GPU: sweeps' one-tile shapes
 
-From the committed H200 sweeps (``--sweeps profiles/nvidia-h200.h5 reports/results/validate-wide-{363726,147226}-
-h200.json``, the one-tile shapes): `persistent/64x64x64` at one K-step 2.28 / 3.03 / 3.30 us at 4 / 8 / 12 stages, at
-12 K-steps 4.85 / 5.70 / 5.79 (the model before: 5.32 / 4.09 / 4.09); `tma/128x128x64` 2.83 / 3.06 / 3.46 at 3 / 4 / 6
-stages (one K-step) and 9.72 / 9.83 / 10.42 at 24; `tma/64x128x64` 2.50 / 2.98 at 4 / 8 stages: 0.12-0.3 us a stage,
-about a K-step's bytes at one SM's streaming ceiling (0.16-0.22 us).
+H200 (`pipeline-fill-h200.json`, bundled profile): one more stage costs one tile +0.095 to +0.162 us (median over the
+four K), pointer-based 64x64 and 64x128 and TMA 64x128 and 128x128 alike; the model before the pipeline fill priced
+it -0.43 to +0.00 us (deeper pipelines hide more latency), with the fill -0.23 to +0.06.  On the seen sweeps' one-tile
+shapes (``--sweeps profiles/nvidia-h200.h5 reports/results/validate-wide-{363726,147226}-h200.json``) the same:
++0.08 to +0.17 us a stage measured.  Across all their shapes under 8 us the stages' residuals shrink (CHANGELOG).
+A lone pointer-based 64x64x64 tile's long loop streams at 0.24 us a K-step against the 0.18 its stream ceiling allows,
+so the model still prices its deep pipelines too fast (docs/model.md, known defects).
 """
 
 from __future__ import annotations
