@@ -514,3 +514,44 @@ def test_a_composite_tile_prices_both_dots() -> None:
     plain = table.index["tma/128x128x64/g8/w8/s4/k1"]
     assert hw.composite_iteration_overhead_s > 0.0
     assert table.it_extra[i] - table.it_extra[plain] == pytest.approx(hw.composite_iteration_overhead_s)
+
+
+def test_pipeline_fill_charges_each_item_its_prefetched_steps_at_the_streaming_ceiling() -> None:
+    """A work item's prologue requests its prefetched K-steps at once and they share the SM's copy path: each costs its
+    bytes at one SM's streaming ceiling (TMA copies at theirs), only the steps the loop has, less what a loop bound by
+    that streaming absorbs; element-wise operands prefetch nothing (one tile measured +0.10-0.16 us a stage on the
+    H200, experiments/pipeline_fill.py)."""
+    from pathlib import Path
+
+    from theodolite.profile.hdf5 import load_profile
+
+    profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h200.h5")
+    hw = hardware(profile, "bf16")
+
+    def fill(key: str, m: int, n: int, k: int) -> float:
+        return float(predict(Problem(m, n, k), _config(key), profile).breakdown["pipeline_fill"])
+
+    step = (64 + 64) * 64 * 2 / hw.sm_stream_bandwidth  # one 64x64x64 bf16 K-step through one SM
+    plain = "persistent/64x64x64/g8/w4/s4/k1"
+    assert fill(plain, 64, 64, 12 * 64) == pytest.approx(3 * step)  # three prefetched steps, latency-bound loop
+    assert fill(plain, 64, 64, 2 * 64) == pytest.approx(2 * step)  # the loop has two: the third is zero-filled
+    assert fill(plain, 64, 64, 64) == pytest.approx(step)
+    deep = "persistent/64x64x64/g8/w4/s8/k1"  # its loop runs at the streaming ceiling: the loop absorbs a little
+    assert 0.8 * 7 * step < fill(deep, 64, 64, 12 * 64) < 7 * step
+    assert fill(deep, 64, 64, 12 * 64) > fill(plain, 64, 64, 12 * 64)
+    tma = "tma/64x128x64/g8/w4/s4/k1"  # TMA copies stream faster through an SM
+    assert fill(tma, 64, 128, 12 * 64) == pytest.approx(
+        3 * (64 + 128) * 64 * 2 / hw.sm_stream_bandwidth / hw.tma_stream_scale
+    )
+    assert fill(plain, 64, 65, 12 * 64) == 0.0 and fill(plain, 64, 64, 12 * 64 - 1) == 0.0  # element-wise operands
+    # every item of a plain loop pays it (its fixed cost), a flattened loop once per program
+    from theodolite.model.predict import ConfigTable, evaluate
+
+    twins = ("persistent/64x64x128/g8/w4/s4/k1/f", "persistent/64x64x128/g8/w4/s4/k1")  # the flatten probe's pair
+    table = ConfigTable(profile, "bf16", extra=tuple(_config(key) for key in twins))
+    _, terms = evaluate(table, Problem(8192, 8192, 4 * 128), detail=True)
+    flat, loop = (table.index[key] for key in twins)
+    assert terms["pipeline_fill"][flat] == pytest.approx(terms["pipeline_fill"][loop])
+    assert terms["pipeline_fill"][loop] > 0
+    latency_hidden = (terms["fixed_per_item"][loop] - terms["pipeline_fill"][loop]) - terms["fixed_per_item"][flat]
+    assert latency_hidden >= 0  # the flat loop's items also hide a share of their latency and overhead
