@@ -198,7 +198,7 @@ def cost(
     exposed = mx(c.prefetch - iters, 0.0) * zero_fill(c, a_vec, b_vec)
     # the pipeline fill: an item's prologue requests its prefetched K-steps at once (those the loop has: the others
     # are zero-filled, above), and they share the SM's copy path, so its first step's operands arrive only after
-    # all of them, each at one SM's streaming ceiling (measured: one tile over 12-41 K-steps takes 0.15-0.3 us more
+    # all of them, each at one SM's streaming ceiling (measured: one tile over 1-41 K-steps takes 0.10-0.16 us more
     # per stage, TMA and cp.async alike; experiments/pipeline_fill.py).  A loop bound by that streaming absorbs it:
     # its steps' time beyond their other bounds.  Per work item, or once per program for a flattened loop, as the
     # zero fill
@@ -473,11 +473,10 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         other = -(-conc // active_f) * per_program
         if busy > other:
             other = busy
-        if not sync:
-            if hide > other:
-                other = hide
-            if l2_step > other:
-                other = l2_step
+        if hide > other:  # stream is 0 for synchronous loads: this is the asynchronous branch's wait
+            other = hide
+        if l2_step > other:
+            other = l2_step
         absorbed = (prefetch if prefetch < iters else iters) * stream - iters * (it_f - other)
         if absorbed > 0:
             exposed += absorbed
