@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
 SHAPES = {
     "fp8e4m3": [("llama3-8b.o", m, 4096, 4096) for m in (1, 8, 32, 64)]
@@ -61,13 +59,11 @@ SPACE_FIRST = {"fp8e4m3": 6, "bf16": 5}  # how many of CONFIGS[dtype] are the sp
 
 
 def run(out: str) -> None:
+    from harness import bench_configs
+
     for dtype, shapes in SHAPES.items():
-        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as csv:
-            csv.write("name,M,N,K\n" + "".join(f"{n},{m},{nn},{k}\n" for n, m, nn, k in shapes))
-        args = [a for key in CONFIGS[dtype] for a in ("--config", key)]
         path = os.path.join(out, f"decode-depth-{dtype}.json")
-        command = [sys.executable, "-m", "theodolite", "bench", "--shapes", csv.name, "--dtype", dtype]
-        subprocess.run([*command, "--layout", "nt", *args, "-o", path], check=True)
+        bench_configs(shapes, CONFIGS[dtype], path, dtype, "nt")
         summary([path])
 
 

@@ -3,8 +3,8 @@
 ``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``,
 ``out_vec.py``, ``composite_tiles.py``, ``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``,
 ``tma_streamk.py``, ``tma_balanced.py``, ``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``,
-``hot_rows.py``): the GPU's short
-name, kernels copied with an ``epilogue`` switch flipped, compiling in worker processes, the
+``hot_rows.py``, and the ``bench --config`` runs of ``tma_twins.py``, ``decode_depth.py``, ``pipeline_fill.py``):
+the GPU's short name, kernels copied with an ``epilogue`` switch flipped, compiling in worker processes, the
 copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
 torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
 results file, and merging an experiment's times into a committed results file."""
@@ -15,7 +15,9 @@ import json
 import math
 import multiprocessing
 import os
+import subprocess
 import sys
+import tempfile
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -388,3 +390,14 @@ def time_switch(
     path = write_rows(file_name, command, rows)
     print("wrote", path, file=sys.stderr)
     return path
+
+
+def bench_configs(shapes: Sequence[tuple[str, int, int, int]], keys: Sequence[str], path: str, dtype: str,
+                  layout: str) -> None:
+    """``python -m theodolite bench`` of these configs (any key, in the space or not) on (name, M, N, K) shapes,
+    torch.matmul side by side, into the results file ``path``."""
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as csv:
+        csv.write("name,M,N,K\n" + "".join(f"{name},{m},{n},{k}\n" for name, m, n, k in shapes))
+    args = [a for key in keys for a in ("--config", key)]
+    command = [sys.executable, "-m", "theodolite", "bench", "--shapes", csv.name, "--dtype", dtype, "--layout", layout]
+    subprocess.run([*command, *args, "-o", path], check=True)

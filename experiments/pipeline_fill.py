@@ -26,9 +26,7 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 from collections import defaultdict
 
 # one tile of each config (M, N <= its tile), K of 1 to 41 K-steps of 64
@@ -51,12 +49,10 @@ def family_of(key: str) -> str | None:
 
 
 def run(out: str) -> None:
-    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as csv:
-        csv.write("name,M,N,K\n" + "".join(f"{n},{m},{nn},{k}\n" for n, m, nn, k in SHAPES))
-    args = [a for keys in FAMILIES.values() for key in keys for a in ("--config", key)]
-    path = os.path.join(out, "pipeline-fill.json")
-    command = [sys.executable, "-m", "theodolite", "bench", "--shapes", csv.name, "--dtype", "bf16", "--layout", "nn"]
-    subprocess.run([*command, *args, "-o", path], check=True)
+    from harness import bench_configs
+
+    keys = [key for keys in FAMILIES.values() for key in keys]
+    bench_configs(SHAPES, keys, os.path.join(out, "pipeline-fill.json"), "bf16", "nn")
 
 
 def _table(rows: dict[tuple[str, int], dict[str, tuple[float, float]]]) -> None:

@@ -21,9 +21,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 
 SHAPES = [
     ("one64", 64, 128, 64), ("one128", 128, 128, 64), ("one64k", 64, 128, 512), ("one128k", 128, 128, 512),
@@ -38,12 +36,10 @@ PAIRS = [
 
 
 def run(out: str) -> None:
-    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as csv:
-        csv.write("name,M,N,K\n" + "".join(f"{n},{m},{nn},{k}\n" for n, m, nn, k in SHAPES))
-    args = [a for pair in PAIRS for key in pair for a in ("--config", key)]
-    path = os.path.join(out, "tma-twins.json")
-    command = [sys.executable, "-m", "theodolite", "bench", "--shapes", csv.name, "--dtype", "bf16", "--layout", "nn"]
-    subprocess.run([*command, *args, "-o", path], check=True)
+    from harness import bench_configs
+
+    keys = [key for pair in PAIRS for key in pair]
+    bench_configs(SHAPES, keys, os.path.join(out, "tma-twins.json"), "bf16", "nn")
 
 
 def summary(path: str, profile_path: str) -> None:
