@@ -278,19 +278,19 @@ class AlignmentClass:
         sms = self.sm_count
         return items / (np.ceil(items / conc) * np.ceil(conc / sms) * sms)  # type: ignore[no-any-return]
 
-    def _tile_representatives(self, centre_times: np.ndarray) -> np.ndarray:
-        """Per cell, each output tile shape's best config at one sample point (``centre_times``: the centre's or a
+    def _tile_representatives(self, point_times: np.ndarray) -> np.ndarray:
+        """Per cell, each output tile shape's best config at one sample point (``point_times``: the centre's or a
         corner's) when within TILE_SLACK of that point's best."""
         table = self.table
-        best = np.min(centre_times, axis=-1, keepdims=True)
-        close = centre_times <= best * TILE_SLACK
-        out = np.zeros(centre_times.shape, dtype=bool)
+        best = np.min(point_times, axis=-1, keepdims=True)
+        close = point_times <= best * TILE_SLACK
+        out = np.zeros(point_times.shape, dtype=bool)
         tiles = sorted({(int(bm), int(bn)) for bm, bn in zip(table.bm, table.bn, strict=True)})
         for bm, bn in tiles:
             members = np.flatnonzero((table.bm == bm) & (table.bn == bn))
-            sub = centre_times[..., members]
+            sub = point_times[..., members]
             pick = members[np.argmin(sub, axis=-1)]
-            rep = np.zeros(centre_times.shape, dtype=bool)
+            rep = np.zeros(point_times.shape, dtype=bool)
             np.put_along_axis(rep, pick[..., None], True, axis=-1)
             out |= rep & close
         return out
