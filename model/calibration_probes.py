@@ -83,10 +83,11 @@ COMPOSITE_STEP_KEYS = ("tma/128x128+64x64/g8/w8/s5/k1", "tma/128x256+64x64/g8/w8
 # through TMA copies (tiles of 64x128: the 64x64 TMA tile's pipeline has no 8-stage build in the space); the flat share
 # a flattened config beside its plain twin on short K over many waves, their difference what the flat loop hides
 TMA_STAGE_KEYS = ("tma/64x128x64/g8/w4/s4/k1", "tma/64x128x64/g8/w4/s8/k1")
-FLAT_KEYS = (
-    "persistent/64x64x128/g8/w4/s4/k1", "persistent/64x64x128/g8/w4/s4/k1/f",
-    "persistent/128x128x64/g8/w8/s3/k1", "persistent/128x128x64/g8/w8/s3/k1/f",
-)  # fmt: skip
+# The twins must hold as many programs per SM as each other: the plain 128x128x64 w8 s3 build fits two where its
+# flattened one fits one, so that pair's difference measured residency, not the loop (H200: 26.2 us plain against
+# 22.4 flattened; with that pair the probe's solve left log-RMS 3.6, 0.58 once an SM's resident programs take their
+# items' fixed work in turn (core.cost), and 0.05 without it)
+FLAT_KEYS = ("persistent/64x64x128/g8/w4/s4/k1", "persistent/64x64x128/g8/w4/s4/k1/f")
 # pointer-based pipelines' latency share: a probe since 2026-11-28.  Fitted on the calibration set it sat at its prior
 # (0.5 on the H100: the set does not determine it), while a stage series of 64x64 tiles with the L2 idle (8-256 tiles,
 # 3-12 stages, K 4096 and 16384; experiments/stage_series.py) reads 0.67-0.74 whichever of its shapes and stage

@@ -204,7 +204,14 @@ def cost(
     # zero fill
     other = mx(occ_f * per_prog, mx(per_prog + overhead, hide))
     fill = mx(mn(c.prefetch, iters) * stream - iters * (it_f - other), 0.0)
-    fixed = before * (1.0 - c.flat_hide) + epilogue + (exposed + fill) * (1.0 - c.is_flat)
+    # what an item runs outside its K loop (index math, accumulator set-up, the epilogue's conversion and stores)
+    # issues from its SM's schedulers and store path, which the SM's resident programs take in turn, as they share
+    # its matrix units in the K-steps (occ_f x per_sm): per wave of items, occ_f of those; their first loads' latency
+    # overlaps.  Taken as overlapping (the fit before), the tile probe's four 64x64x32 programs per SM left
+    # log-RMS 0.188 and the launch probe's extra solved at its bound (1e-9 s); shared, 0.092 and 0.20 us, and two
+    # plain 128x128x64 programs per SM no longer price below one flattened one (flatten probe: 26.2 us measured)
+    serial = occ_f * (hw.tile_overhead_s * (1.0 - c.flat_hide) + epilogue)
+    fixed = latency * (1.0 - c.flat_hide) + serial + (exposed + fill) * (1.0 - c.is_flat)
     # a Stream-K slice: its partial stored, then its share (ceil(chunks / split) of TAIL_CHUNKS row chunks) of all
     # slices' partials read and written out through its SM, the fp32 partial traffic at 1/streamk_reduce_cost of
     # one SM's bandwidth; two L2 round trips (count in, wait), and one per chunk load: the reduction's loop over
@@ -467,7 +474,7 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     it_f = -(-conc // active_f) * per_sm
     if chain > it_f:
         it_f = chain
-    fixed = latency * kept + item_over
+    fixed = latency * kept + -(-conc // active_f) * item_over  # the SM's resident programs in turn (core.cost)
     exposed = (prefetch - iters) * stage_fill if iters < prefetch else 0.0  # zero-filled prologue (core.cost)
     if stream:  # the pipeline fill, less what a loop bound by its streaming absorbs (core.cost)
         other = -(-conc // active_f) * per_program

@@ -299,7 +299,8 @@ def solve_probes(
 ) -> None:
     """One sweep: each probe's parameter solved on its timings with the current values of all others (updated)."""
     for probe in probe_list:
-        rows = timed.get(probe.name)
+        # the probe's own configs: a profile calibrated under an earlier design may store more
+        rows = [t for t in timed.get(probe.name, []) if t.key in probe.keys]
         if not rows or probe.mode == "floor":  # floors are read off (measure_floors), not solved
             continue
         result = fit(profile, rows, [probe.parameter], values, probe.mode, resamples, seed, by_timing=True,

@@ -555,3 +555,35 @@ def test_pipeline_fill_charges_each_item_its_prefetched_steps_at_the_streaming_c
     assert terms["pipeline_fill"][loop] > 0
     latency_hidden = (terms["fixed_per_item"][loop] - terms["pipeline_fill"][loop]) - terms["fixed_per_item"][flat]
     assert latency_hidden >= 0  # the flat loop's items also hide a share of their latency and overhead
+
+
+def test_resident_programs_take_their_items_fixed_work_in_turn() -> None:
+    """What a work item runs outside its K loop (tile overhead, epilogue) issues from its SM's schedulers and store
+    path, which the SM's resident programs share: per wave of items each program waits for the others' as well, so
+    the fixed cost grows with the programs resident on an SM; the latency of the first loads overlaps.  Checked through
+    the tile overhead's derivative, which nothing else in the item's fixed cost depends on."""
+    from pathlib import Path
+
+    from theodolite.model.calibration_fit import overrides
+    from theodolite.model.predict import ConfigTable, evaluate
+
+    from theodolite.profile.hdf5 import load_profile
+
+    profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h200.h5")
+    key = "persistent/64x64x32/g8/w4/s2/k1"  # the tile probe's config, four programs per SM on the H200
+
+    def fixed(problem: Problem, cycles: float) -> tuple[float, float]:
+        with overrides({"model_tile_overhead": cycles}):
+            table = ConfigTable(profile, "bf16")
+            _, terms = evaluate(table, problem, detail=True)
+        i = table.index[key]
+        return float(terms["fixed_per_item"][i]), float(terms["#resident_per_sm"][i])
+
+    crowded, alone = Problem(4096, 4096, 32), Problem(512, 512, 32)  # 4096 tiles; 64 tiles, one per SM
+    (c1, resident), (c2, _) = fixed(crowded, 100.0), fixed(crowded, 1100.0)
+    (a1, one), (a2, _) = fixed(alone, 100.0), fixed(alone, 1100.0)
+    assert resident == 4 and one == 1
+    assert (c2 - c1) == pytest.approx(4 * (a2 - a1))  # four programs' overheads per item, against its own
+    assert a2 - a1 > 0
+    # the epilogue's stores likewise: the crowded item's fixed cost exceeds the lone one's by more than the latency
+    assert c1 - a1 > 3 * 64 * 64 * 2 / hardware(profile, "bf16").sm_bandwidth
