@@ -506,3 +506,28 @@ def test_a_probe_solve_started_on_a_flat_bound_still_finds_the_value() -> None:
     found = fit(profile, rows, name, base, "slope", bootstrap=0, start_inside=True).values[name[0]]
     assert stuck == pytest.approx(1.0, abs=1e-6)
     assert found == pytest.approx(KNOWN["model_tma_latency_hiding"], rel=0.02)
+
+
+def test_a_probe_is_solved_on_its_own_configs_only(synthetic) -> None:  # type: ignore[no-untyped-def]
+    """A profile calibrated under an earlier probe design may store timings of configs the probe no longer times (the
+    flatten probe's plain 128x128 twin, two programs per SM against its flat twin's one): the refit solves the probe's
+    parameter on the probe's own configs, so a stored timing of another config moves nothing."""
+    import numpy as np
+    from theodolite.probes.model_stage import TIMINGS_CURVE
+
+    _, profile, _ = synthetic
+    curve = profile.curves[TIMINGS_CURVE]
+    rows = [list(row) for row in curve.attrs["rows"]]
+    flat = [i for i, row in enumerate(rows) if row[0] == "flatten"]
+    assert flat
+    foreign = []
+    for i in flat:  # the earlier design's twins, timed absurdly slow: were they used, the share would move
+        source, m, n, k, layout, dtype, _ = rows[i]
+        foreign += [[source, m, n, k, layout, dtype, "persistent/128x128x64/g8/w8/s3/k1"],
+                    [source, m, n, k, layout, dtype, "persistent/128x128x64/g8/w8/s3/k1/f"]]  # fmt: skip
+    times = np.concatenate([np.asarray(curve.y), np.array([1e-3, 1e-6] * len(flat))])
+    older = dataclasses.replace(curve, x=np.arange(len(times), dtype=float), y=times,
+                                attrs={**curve.attrs, "rows": rows + foreign})  # fmt: skip
+    again, _ = refit(dataclasses.replace(profile, curves={**profile.curves, TIMINGS_CURVE: older}))
+    name = "model_flatten_hiding"  # where the stage solved it (0.68), not at the bound those timings ask (1.0)
+    assert again.metrics[name].value == pytest.approx(profile.metrics[name].value, rel=0.05)
