@@ -471,13 +471,14 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
             chain = stream
         if busy > chain:
             chain = busy
-    it_f = -(-conc // active_f) * per_sm
+    resident = -(-conc // active_f)  # programs per SM in the first wave (core.cost's occ_f)
+    it_f = resident * per_sm
     if chain > it_f:
         it_f = chain
-    fixed = latency * kept + -(-conc // active_f) * item_over  # the SM's resident programs in turn (core.cost)
+    fixed = latency * kept + resident * item_over  # the SM's resident programs in turn (core.cost)
     exposed = (prefetch - iters) * stage_fill if iters < prefetch else 0.0  # zero-filled prologue (core.cost)
     if stream:  # the pipeline fill, less what a loop bound by its streaming absorbs (core.cost)
-        other = -(-conc // active_f) * per_program
+        other = resident * per_program
         if busy > other:
             other = busy
         if hide > other:  # stream is 0 for synchronous loads: this is the asynchronous branch's wait
