@@ -195,7 +195,8 @@ def cost(
     before = latency + hw.tile_overhead_s
     # a loop shorter than the pipeline: its prologue zero-fills the stages beyond its last K-step, with nothing
     # to overlap them (per work item, once per program when flattened); only the asynchronous operand(s) prefetch
-    exposed = mx(c.prefetch - iters, 0.0) * zero_fill(c, a_vec, b_vec)
+    fill_row = zero_fill(c, a_vec, b_vec)
+    exposed = mx(c.prefetch - iters, 0.0) * fill_row
     # the pipeline fill: an item's prologue requests its prefetched K-steps at once (those the loop has: the others
     # are zero-filled, above), and they share the SM's copy path, so its first step's operands arrive only after
     # all of them, each at one SM's streaming ceiling (measured: one tile over 1-41 K-steps takes 0.10-0.16 us more
@@ -204,6 +205,9 @@ def cost(
     # zero fill
     other = mx(occ_f * per_prog, mx(per_prog + overhead, hide))
     fill = mx(mn(c.prefetch, iters) * stream - iters * (it_f - other), 0.0)
+    # the last wave's items run their own K-steps (a Stream-K tail's slices: iters_l): their prologue with those
+    exposed_l = mx(c.prefetch - iters_l, 0.0) * fill_row
+    fill_l = mx(mn(c.prefetch, iters_l) * stream - iters_l * (it_f - other), 0.0)
     # what an item runs outside its K loop (index math, accumulator set-up, the epilogue's conversion and stores)
     # issues from its SM's schedulers and store path, which the SM's resident programs take in turn, as they share
     # its matrix units in the K-steps (occ_f x per_sm): per wave of items, occ_f of those; their first loads' latency
@@ -212,6 +216,7 @@ def cost(
     # plain 128x128x64 programs per SM no longer price below one flattened one (flatten probe: 26.2 us measured)
     serial = occ_f * (hw.tile_overhead_s * (1.0 - c.flat_hide) + epilogue)
     fixed = latency * (1.0 - c.flat_hide) + serial + (exposed + fill) * (1.0 - c.is_flat)
+    fixed_l = latency * (1.0 - c.flat_hide) + serial + (exposed_l + fill_l) * (1.0 - c.is_flat)
     # a Stream-K slice: its partial stored, then its share (ceil(chunks / split) of TAIL_CHUNKS row chunks) of all
     # slices' partials read and written out through its SM, the fp32 partial traffic at 1/streamk_reduce_cost of
     # one SM's bandwidth; two L2 round trips (count in, wait), and one per chunk load: the reduction's loop over
@@ -223,8 +228,9 @@ def cost(
                      + (2.0 + chunk_loads * sk_split) * hw.l2_latency_s, 0.0)  # fmt: skip
     sk_slow = 1.0 + c.is_sk * (hw.streamk_slowdown - 1.0) * reduces
     sm_time = (
-        full * (fixed + iters * it_f) + has_rest * (rounds * (fixed + tail) + iters_l * sk_slow * (
-            (rounds - 1.0) * it_f + it_l)) + c.flat_hide * before + (exposed + fill) * c.is_flat
+        full * (fixed + iters * it_f) + has_rest * (rounds * (fixed_l + tail) + iters_l * sk_slow * (
+            (rounds - 1.0) * it_f + it_l)) + c.flat_hide * before
+        + ops.where(full > 0, exposed + fill, exposed_l + fill_l) * c.is_flat
     )  # fmt: skip
 
     # ---- memory system (shared fluid over the whole kernel) ----
@@ -349,8 +355,8 @@ def scalar_batches(c: Any, a_vec: float, b_vec: float, hw: Hardware, ops: Any = 
     loads are synchronous and held in registers until stored to its one shared-memory buffer (the scalar builds
     keep a single stage there), so an iteration waits for at least ``scalar_round_trips`` of them in a chain
     (load, store, barrier before the matrix instructions), and more when a thread has more than
-    ``scalar_in_flight`` loads to keep outstanding.  The measured H100/H200 sweeps show the time independent of
-    the loads per thread (warps do not help), so the fits keep the chain's count."""
+    ``scalar_in_flight`` loads to keep outstanding.  The chain's count is the scalar-chain probe's (a weight of odd
+    K streamed at M = 8 with 8 loads a thread: the H200 waits ~2 latencies a step, ~0.8 us)."""
     rows = (c.bm if a_vec < ASYNC_COPY_MIN_BYTES else 0.0) + (c.bn if b_vec < ASYNC_COPY_MIN_BYTES else 0.0)
     per_thread = rows * c.bk / (c.warps * hw.warp_size)
     return ops.maximum(ops.ceil(per_thread / hw.scalar_in_flight), hw.scalar_round_trips)
@@ -488,8 +494,9 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         absorbed = (prefetch if prefetch < iters else iters) * stream - iters * (it_f - other)
         if absorbed > 0:
             exposed += absorbed
-    fixed += exposed * (1.0 - is_flat)  # per work item, or once per program for a flattened loop
-    sm_time = full * (fixed + iters * it_f) + fh * (latency + tile_over) + exposed * is_flat
+    sm_time = full * (fixed + exposed * (1.0 - is_flat) + iters * it_f) + fh * (latency + tile_over)
+    if full:
+        sm_time += exposed * is_flat  # per work item, or once per program for a flattened loop
     total_steps = full * conc * iters
     store = (tiles * out_bytes * elems) if is_sk else (tiles * split if is_split else items) * item_bytes
     workspace = 0.0
@@ -499,6 +506,14 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         if chain > it_l:
             it_l = chain
         iters_l = -(-kt // sk_split) if units else iters
+        if iters_l != iters:  # a Stream-K tail's slices: their prologue with their own K-steps (core.cost)
+            exposed = (prefetch - iters_l) * stage_fill if iters_l < prefetch else 0.0
+            if stream:
+                absorbed = (prefetch if prefetch < iters_l else iters_l) * stream - iters_l * (it_f - other)
+                if absorbed > 0:
+                    exposed += absorbed
+        if not full:
+            sm_time += exposed * is_flat
         if units > remainder:  # a split Stream-K tail (core.cost)
             chunk_loads = -(-TAIL_CHUNKS // sk_split)
             share = chunk_loads / TAIL_CHUNKS
@@ -507,7 +522,7 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
             sm_time += rounds * (traffic / sm_bw + round_trips * l2_lat)
             sm_time += iters_l * ((rounds - 1.0) * it_f + it_l) * (sk_slow - 1.0)
             workspace = units * partial_tile  # through L2 twice, to HBM and back (core.cost)
-        sm_time += rounds * fixed + iters_l * ((rounds - 1.0) * it_f + it_l)
+        sm_time += rounds * (fixed + exposed * (1.0 - is_flat)) + iters_l * ((rounds - 1.0) * it_f + it_l)
         total_steps += rest * iters_l
     kernel = (total_steps * request_step + 2.0 * workspace) / l2_bw
     if sm_time > kernel:
