@@ -22,6 +22,8 @@ model_flatten_hiding                   probe         one or two K-steps, many wa
                                                      its plain twin (what the flat loop saves)
 model_splitk_reduce_cost               probe         one wave of 16x64 split-K tiles, K grown with the split (4, 8, 16
                                                      slices of one or two K-steps each): what a slice's partial adds
+model_scalar_round_trips               probe         an nn.Linear weight of odd K streamed at M = 8 (element-wise B rows
+                                                     along K), few loads a thread, K grown: the slope
 model_scalar_load_cost                 probe         misaligned N (element-wise B rows along N), no aligned copy
 model_scalar_k_load_share              probe         misaligned K (element-wise A rows along K), no aligned copy
 model_l2_bandwidth_scale               probe (floor) K-panel bytes per measured K-step of one wave over long K, the
@@ -31,7 +33,6 @@ model_l2_bandwidth_scale               probe (floor) K-panel bytes per measured 
 model_mma_small_rate                   fit           calibration set: synchronous matrix path (tiles of < 64 rows)
 model_streamk_reduce_cost              fit           calibration set: Stream-K tail partial traffic
 model_streamk_slowdown                 structure     1: tail slices run in K lockstep (both GPUs' fits stayed at 1)
-model_scalar_round_trips               structure     1: never binds (ceil of loads per thread over in-flight is >= 1)
 model_scalar_loads_in_flight           structure     64: outstanding element-wise loads per thread
 model_mma_instruction_overhead         structure     1.25: no fit ever moved it from its default
 model_hbm_bandwidth_scale              structure     1: tile loads read HBM at hbm_read_bandwidth (fitted, both GPUs
@@ -98,6 +99,12 @@ STAGE_KEYS = ("persistent/64x64x64/g8/w4/s4/k1", "persistent/64x64x64/g8/w4/s8/k
 # shapes, and the model priced 4-16 slices of small tiles 1-3 us above their timings (wide:300:682849, H100: 1x64x3712
 # split 8 ways predicted 7.1 us, measured 4.6).  Pairs of splits whose slices run the same K-steps differ by the
 # partials alone
+# the synchronous K-step's chain: a probe since 2026-11-29.  At M 8 and 64 an element-wise B K-step (odd K, layout nt)
+# took ~0.8 us plus ~0.012 us per load a thread on the H200 (experiments/elementwise_steps.py), the chain twice the
+# profile's HBM latency; with one latency per step (the structure before) the scalar probe's level solve put the rest
+# on each load (model_scalar_load_cost 8.7), and the model ranked BLOCK_K 16-32 ahead of 128, the reverse of the
+# measured order.  Few loads a thread (16x64x16: 8) leave the chain's latencies what the step measures
+SCALAR_CHAIN_KEYS = ("persistent/16x64x16/g8/w4/s2/k1",)
 SPLIT_KEYS = ("splitk/16x64x128/g8/w4/s4/k4", "splitk/16x64x128/g8/w4/s4/k8", "splitk/16x64x128/g8/w4/s4/k16")
 
 
@@ -181,6 +188,11 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
               SPLIT_KEYS, "split",
               "four 16x64 tiles split 4, 8 and 16 ways, each slice one or two K-steps (one wave, the last slice "
               "reduces): what one more slice's partial costs"),
+        Probe("scalar-chain", "model_scalar_round_trips",
+              tuple((8, 16384, k, "nt") for k in ((4095, 8191) if quick else (4095, 8191, 12287))),
+              SCALAR_CHAIN_KEYS, "slope",
+              "a weight of odd K streamed element-wise at M = 8, 8 loads a thread, K grown: the latencies one "
+              "synchronous K-step waits"),
         Probe("scalar", "model_scalar_load_cost",
               ((64, 4095, 1024, "nn"),) if quick else ((64, 4095, 1024, "nn"), (64, 2047, 2048, "nn")),
               ("persistent/64x64x64/g8/w4/s4/k1", "persistent/64x128x64/g8/w4/s4/k1"), "level",
@@ -271,8 +283,9 @@ def probe_parameters() -> tuple[str, ...]:
 
 
 def floor_sources(profile: Profile) -> tuple[str, ...]:
-    """The probes whose timings the floors read: every slope- or floor-mode probe (one wave over long K)."""
-    return tuple(p.name for p in probes(profile) if p.mode in ("floor", "slope"))
+    """The probes whose timings the floors read: every slope- or floor-mode probe (one wave over long K) of
+    asynchronous copies (the scalar chain's element-wise loads bound neither the L2 rate nor TMA streaming)."""
+    return tuple(p.name for p in probes(profile) if p.mode in ("floor", "slope") and p.keys != SCALAR_CHAIN_KEYS)
 
 
 def _any_profile() -> Profile:

@@ -81,8 +81,9 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
     ),
     "model_scalar_round_trips": (
         1.0,
-        "memory round trips a scalar-load build's K-iteration waits for at least (its loads, their store to "
-        "shared memory and the barrier before the matrix instructions are one dependent chain)",
+        "memory latencies a scalar-load build's K-iteration waits for at least (its loads, their store to "
+        "shared memory and the barrier before the matrix instructions are one dependent chain; H200: ~2, "
+        "experiments/elementwise_steps.py)",
     ),
     "model_scalar_loads_in_flight": (
         64.0,
@@ -157,9 +158,9 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
 FITTED_PARAMETERS = (
     "model_launch_extra", "model_tma_launch_extra", "model_iteration_overhead", "model_tile_overhead",
     "model_zero_fill_cycles", "model_splitk_reduce_cost", "model_scalar_load_cost", "model_scalar_k_load_share",
-    "model_latency_hiding", "model_tma_latency_hiding", "model_mma_small_rate", "model_l2_bandwidth_scale",
-    "model_flatten_hiding", "model_streamk_reduce_cost", "model_composite_iteration_overhead",
-    "model_tma_stream_scale",
+    "model_scalar_round_trips", "model_latency_hiding", "model_tma_latency_hiding", "model_mma_small_rate",
+    "model_l2_bandwidth_scale", "model_flatten_hiding", "model_streamk_reduce_cost",
+    "model_composite_iteration_overhead", "model_tma_stream_scale",
 )  # fmt: skip
 
 
