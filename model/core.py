@@ -403,6 +403,17 @@ def scalar_params(c: tuple[float, ...], h: tuple[Any, ...], out_bytes: int) -> t
     )  # fmt: skip
 
 
+def _prologue(iters: float, prefetch: float, stage_fill: float, stream: float, it_f: float, other: float) -> float:
+    """A work item's prologue on Python numbers (core.cost's exposed + fill): its zero-filled stages beyond a loop of
+    ``iters`` K-steps, and its pipeline fill less what a loop bound by its streaming absorbs."""
+    exposed = (prefetch - iters) * stage_fill if iters < prefetch else 0.0
+    if stream:
+        absorbed = (prefetch if prefetch < iters else iters) * stream - iters * (it_f - other)
+        if absorbed > 0:
+            exposed += absorbed
+    return exposed
+
+
 def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> float:
     """``cost`` of one config (``scalar_params``) on Python numbers, hand-inlined for speed (~2 us).  Tests hold it
     equal to ``cost``; change both together."""
@@ -482,8 +493,8 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     if chain > it_f:
         it_f = chain
     fixed = latency * kept + resident * item_over  # the SM's resident programs in turn (core.cost)
-    exposed = (prefetch - iters) * stage_fill if iters < prefetch else 0.0  # zero-filled prologue (core.cost)
-    if stream:  # the pipeline fill, less what a loop bound by its streaming absorbs (core.cost)
+    other = 0.0
+    if stream:  # what a K-step costs beside its streaming (core.cost's ``other``)
         other = resident * per_program
         if busy > other:
             other = busy
@@ -491,9 +502,7 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
             other = hide
         if l2_step > other:
             other = l2_step
-        absorbed = (prefetch if prefetch < iters else iters) * stream - iters * (it_f - other)
-        if absorbed > 0:
-            exposed += absorbed
+    exposed = _prologue(iters, prefetch, stage_fill, stream, it_f, other)
     sm_time = full * (fixed + exposed * (1.0 - is_flat) + iters * it_f) + fh * (latency + tile_over)
     if full:
         sm_time += exposed * is_flat  # per work item, or once per program for a flattened loop
@@ -507,11 +516,7 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
             it_l = chain
         iters_l = -(-kt // sk_split) if units else iters
         if iters_l != iters:  # a Stream-K tail's slices: their prologue with their own K-steps (core.cost)
-            exposed = (prefetch - iters_l) * stage_fill if iters_l < prefetch else 0.0
-            if stream:
-                absorbed = (prefetch if prefetch < iters_l else iters_l) * stream - iters_l * (it_f - other)
-                if absorbed > 0:
-                    exposed += absorbed
+            exposed = _prologue(iters_l, prefetch, stage_fill, stream, it_f, other)
         if not full:
             sm_time += exposed * is_flat
         if units > remainder:  # a split Stream-K tail (core.cost)
