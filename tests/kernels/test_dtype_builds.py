@@ -24,6 +24,7 @@ from theodolite.kernels.config import (
     lookup_build,
     operand_loads,
 )
+from theodolite.model import fast
 from theodolite.model.predict import MissingBuildsError, clear_tables
 
 from theodolite import api
@@ -48,7 +49,13 @@ def _suite_problems() -> list[tuple[int, int, int, str | None]]:
     ("name", "dtype"),
     [(BUNDLED[0], dtype) for dtype in DTYPE_BYTES] + [(BUNDLED[1], "bf16"), (BUNDLED[1], "fp8e4m3")],
 )
-def test_bundled_picks_have_a_legal_build_or_the_profile_says_which_builds_are_missing(name: str, dtype: str) -> None:
+def test_bundled_picks_have_a_legal_build_or_the_profile_says_which_builds_are_missing(
+    name: str, dtype: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the H100's bf16 picks through the candidate grids; the rest through the full space, whose legal mask is the one
+    # the grids' candidates are filtered by (choose_fast.best_of): the same rule, without building ~8 grids a case
+    if (name, dtype) != (BUNDLED[0], "bf16"):
+        monkeypatch.setattr(fast, "BUILD_AFTER", 1 << 30)
     profile = load_profile(PROFILES / name)
     limits = KernelLimits.from_profile(profile)
     for m, n, k, suite_layout in _suite_problems():
