@@ -12,7 +12,8 @@ Structure (every hardware number from the profile via ``Hardware``):
 - per SM, an iteration costs max(programs x max(matrix or shared memory plus load issue, the K-step's bytes at
   one SM's read ceiling), one program's chain: max(its instructions + loop overhead, the ceiling, a stage copy's
   wait (latency + those bytes) / (stages - 1) x latency_hiding)); a work item adds its pipeline fill, fixed cost and
-  epilogue (its tile written at one SM's bandwidth), and a loop shorter than the pipeline the stages its
+  epilogue (its tile written at one SM's bandwidth, a wave's tiles no faster than the output write bandwidth),
+  and a loop shorter than the pipeline the stages its
   prologue zero-fills (cp.async: the loop condition is a copy mask);
 - the memory system is a shared fluid: all L2 requests over the L2 bandwidth, all HBM misses
   (distinct rows/columns of the tiles running at once under the grouped order, plus the reuse
@@ -186,10 +187,18 @@ def cost(
     per_sm = mx(per_prog, stream)  # each resident program's share of the SM's matrix units and read ceiling
     it_f = mx(occ_f * per_sm, chain)
     it_l = mx(occ_l * per_sm, chain)
+
     # the epilogue: after its K loop a program writes its tile (accumulator -> registers -> global) through its
     # SM at one SM's bandwidth; its own loop has nothing left to overlap it with (short K loops: comparable to
-    # the whole loop, so larger tiles pay it per more work)
-    epilogue = c.elems * ops.where(c.is_split, PARTIAL_BYTES, out_bytes) / hw.sm_bandwidth
+    # the whole loop, so larger tiles pay it per more work).  The items of a wave end their loops together, so they
+    # write their output tiles at once: an SM's writes end no sooner than the wave's at the output write bandwidth
+    # (the tile-write probe's).  Measured, one K-step over 8192x8192 outputs ran 1.3-1.5x the model's time without
+    # that bound, ~0.9x with it (experiments/epilogue_tiles.py, H200).  Split-K partials go to a workspace in L2
+    def writes(writers: Any) -> Any:  # seconds an SM's occ_f epilogues write, with ``writers`` items writing at once
+        tile = c.elems * ops.where(c.is_split, PARTIAL_BYTES, out_bytes)
+        wave = ops.where(c.is_split, 0.0, writers * c.elems * out_bytes / hw.output_write_bandwidth)
+        return mx(occ_f * tile / hw.sm_bandwidth, wave)
+
     # a flattened loop (one loop over tiles and K steps) issues the next item's first loads before this
     # item's epilogue: that share of the fill latency and tile overhead is hidden, except for a program's first
     before = latency + hw.tile_overhead_s
@@ -214,9 +223,12 @@ def cost(
     # overlaps.  Taken as overlapping (the fit before), the tile probe's four 64x64x32 programs per SM left
     # log-RMS 0.188 and the launch probe's extra solved at its bound (1e-9 s); shared, 0.092 and 0.20 us, and two
     # plain 128x128x64 programs per SM no longer price below one flattened one (flatten probe: 26.2 us measured)
-    serial = occ_f * (hw.tile_overhead_s * (1.0 - c.flat_hide) + epilogue)
+    serial = occ_f * hw.tile_overhead_s * (1.0 - c.flat_hide) + writes(conc)
+    serial_l = occ_f * hw.tile_overhead_s * (1.0 - c.flat_hide) + writes(last)  # the last round's writers
     fixed = latency * (1.0 - c.flat_hide) + serial + (exposed + fill) * (1.0 - c.is_flat)
-    fixed_l = latency * (1.0 - c.flat_hide) + serial + (exposed_l + fill_l) * (1.0 - c.is_flat)
+    # the last wave's rounds: all but the last full (occ_f programs per SM writing), the last with its own writers
+    fixed_l = latency * (1.0 - c.flat_hide) + (exposed_l + fill_l) * (1.0 - c.is_flat)
+    fixed_l = fixed_l + ((rounds - 1.0) * serial + serial_l) / rounds
     # a Stream-K slice: its partial stored, then its share (ceil(chunks / split) of TAIL_CHUNKS row chunks) of all
     # slices' partials read and written out through its SM, the fp32 partial traffic at 1/streamk_reduce_cost of
     # one SM's bandwidth; two L2 round trips (count in, wait), and one per chunk load: the reduction's loop over
@@ -368,7 +380,7 @@ def hardware_tuple(hw: Hardware) -> tuple[Any, ...]:
         float(hw.element_bytes), hw.l2_effective_bytes, hw.l2_latency_s, hw.hbm_latency_s, hw.iteration_overhead_s,
         hw.tile_overhead_s, hw.l2_bandwidth, hw.hbm_tile_bandwidth, hbm_ramp(hw), hw.hbm_write_bandwidth,
         hw.launch_kernel_s, hw.program_start_s, hw.streamk_slowdown, hw.sm_bandwidth, hw.streamk_reduce_cost,
-        hw.splitk_reduce_cost,
+        hw.splitk_reduce_cost, hw.output_write_bandwidth,
     )  # fmt: skip
 
 
@@ -383,7 +395,7 @@ def scalar_params(c: tuple[float, ...], h: tuple[Any, ...], out_bytes: int) -> t
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh,
      it_extra, stage_fill, prefetch, is_flat, stream, sync) = c  # fmt: skip
     (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_share, hbm_write, _launch, prog_start,
-     sk_slow, sm_bw, sk_reduce, split_reduce) = h  # fmt: skip
+     sk_slow, sm_bw, sk_reduce, split_reduce, out_write) = h  # fmt: skip
     it_over = it_over + it_extra  # this config's loop bookkeeping per K-iteration
     step_bytes = bk * e
     item_bytes = (PARTIAL_BYTES if is_split else out_bytes) * elems
@@ -394,7 +406,8 @@ def scalar_params(c: tuple[float, ...], h: tuple[Any, ...], out_bytes: int) -> t
         per_program if per_program > stream else stream,  # per_sm: an SM's programs share its streaming ceiling
         per_program + it_over,  # busy: one program's own instructions per K-step
         it_over, step_bytes, panel * step_bytes, l2_lat, hbm_lat - l2_lat, prog_start / sm, item_bytes, partial_tile,
-        tile_over * (1.0 - fh) + item_bytes / sm_bw,  # item_over: per work item, its overhead and epilogue's writes
+        tile_over * (1.0 - fh),  # item_over: per work item, its overhead (the epilogue's writes in scalar_time)
+        0.0 if is_split else 1.0 / out_write,  # write_share: seconds per byte of a wave's output writes
         1.0 - fh,  # kept: the share of the fixed cost a flattened loop does not hide
         fh, tile_over, stage_fill, prefetch, is_flat, stream, bool(sync), launch_fixed, out_bytes, elems, sm_bw,
         sk_reduce, sk_slow, l2_bw, l2_eff, hbm_read, hbm_share, hbm_write,
@@ -418,7 +431,8 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     """``cost`` of one config (``scalar_params``) on Python numbers, hand-inlined for speed (~2 us).  Tests hold it
     equal to ``cost``; change both together."""
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, sm, per_program, lat_div, per_sm, busy,
-     it_over, step_bytes, request_step, l2_lat, lat_span, start_per_sm, item_bytes, partial_tile, item_over, kept,
+     it_over, step_bytes, request_step, l2_lat, lat_span, start_per_sm, item_bytes, partial_tile, item_over,
+     write_share, kept,
      fh, tile_over, stage_fill, prefetch, is_flat, stream, sync, launch_fixed, out_bytes, elems, sm_bw, sk_reduce,
      sk_slow, l2_bw, l2_eff, hbm_read, hbm_share, hbm_write, reduce_chain, coop, coop_share) = p  # fmt: skip
     tm = -(-m // bm)
@@ -492,7 +506,10 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     it_f = resident * per_sm
     if chain > it_f:
         it_f = chain
-    fixed = latency * kept + resident * item_over  # the SM's resident programs in turn (core.cost)
+    write = resident * item_bytes / sm_bw  # the SM's epilogues, ending no sooner than the wave's writes (core.cost)
+    if conc * item_bytes * write_share > write:
+        write = conc * item_bytes * write_share
+    fixed = latency * kept + resident * item_over + write  # the SM's resident programs in turn (core.cost)
     other = 0.0
     if stream:  # what a K-step costs beside its streaming (core.cost's ``other``)
         other = resident * per_program
@@ -511,7 +528,14 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     workspace = 0.0
     if rest > 0:
         last = rest - (rounds - 1.0) * conc  # every round but the last is full (core.cost)
-        it_l = -(-last // (last if last < sm else sm)) * per_sm
+        active_l = last if last < sm else sm
+        if active_l < 1.0:
+            active_l = 1.0
+        it_l = -(-last // active_l) * per_sm
+        write_l = resident * item_bytes / sm_bw  # its last round's writes (core.cost's serial_l)
+        if last * item_bytes * write_share > write_l:
+            write_l = last * item_bytes * write_share
+        fixed += (write_l - write) / rounds
         if chain > it_l:
             it_l = chain
         iters_l = -(-kt // sk_split) if units else iters

@@ -184,6 +184,7 @@ class Hardware:
     l2_latency_s: float  # 0: unknown
     hbm_read_bandwidth: float
     hbm_write_bandwidth: float
+    output_write_bandwidth: float  # B/s a GEMM output's tile pattern is written at (the tile-write probe; else write)
     hbm_copy_bandwidth: float  # bytes read plus written per second
     hbm_saturation_sms: float  # 0: unknown (saturates at any SM count)
     hbm_latency_s: float  # 0: unknown
@@ -351,6 +352,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         l2_latency_s=(sum(l2_latency) / len(l2_latency)) / clock if l2_latency else 0.0,
         hbm_read_bandwidth=hbm_read,
         hbm_write_bandwidth=float(get("hbm_write_bandwidth") or hbm_read),
+        output_write_bandwidth=float(get("hbm_tile_write_bandwidth") or get("hbm_write_bandwidth") or hbm_read),
         hbm_copy_bandwidth=float(get("hbm_copy_bandwidth") or hbm_read),
         hbm_saturation_sms=float(get("hbm_saturation_sms") or 0.0),
         hbm_latency_s=float(get("hbm_latency") or 0.0) / clock,

@@ -114,6 +114,7 @@ def test_faster_hbm_never_slows_a_prediction(m: int, n: int, k: int, factor: flo
 @given(st.integers(1, 16384), st.integers(1, 16384), st.integers(1, 16384), st.integers(1, 64))
 @example(2753, 1, 2561, 1)  # 133 items in flight over a 44-tile plane once counted as 4 whole planes of reads
 @example(65, 2305, 1729, 1)  # 19 tiles: 6 -> 7 slices each once wrote 133 output tiles instead of 19
+@example(12545, 129, 1, 10)  # a last wave's few writers once shared the write bandwidth as a whole wave's
 def test_more_sms_never_slower(m: int, n: int, k: int, extra: int) -> None:
     """The best over the configs legal on both machines (split-K's tile limit depends on the SM count) is at most
     2% slower: a wider wave can re-read a panel once more, and few tiles over more programs are more partial
