@@ -158,9 +158,11 @@ def test_log_step_jacobian_keeps_its_step_at_a_parameter_of_one() -> None:
 # returns 11 with a spread of 2.5: a weakly determined value whose spread understates it.
 # The L2 scale is 1.1, just above where the iteration probe's steps turn L2-bound on this fake GPU: the stage reads it
 # as that probe's floor (1.07), a lower bound; at 1.25 the floor stays at 1.07 and the fit moves
-# model_flatten_hiding 48% to make up for it.  model_tma_l2_bandwidth_scale is a structural 1.0.
+# model_flatten_hiding 48% to make up for it.  model_tma_l2_bandwidth_scale is a structural 1.0.  The loop
+# bookkeeping at 150 cycles (~12% of the iteration probe's K-step here): at the 76 an H100 fit once gave it was 6%
+# of the step, and the 1% noise moved its solve 25% once a wave's epilogues share the output write bandwidth
 KNOWN = {
-    "model_launch_extra": 6.25e-07, "model_tma_launch_extra": 7.812e-08, "model_iteration_overhead": 76.31,
+    "model_launch_extra": 6.25e-07, "model_tma_launch_extra": 7.812e-08, "model_iteration_overhead": 200.0,
     "model_tile_overhead": 1725.0, "model_zero_fill_cycles": 5.75, "model_splitk_reduce_cost": 1.6,
     "model_scalar_load_cost": 3.113, "model_scalar_k_load_share": 0.951, "model_latency_hiding": 0.6497,
     "model_tma_latency_hiding": 0.575, "model_mma_small_rate": 0.35, "model_l2_bandwidth_scale": 1.1,
