@@ -40,6 +40,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "model_scalar_load_cost": (0.1, 50.0),
     "model_scalar_k_load_share": (0.02, 10.0),
     "model_scalar_round_trips": (0.25, 8.0),
+    "model_narrow_copy_cycles": (0.01, 64.0),
     "model_latency_hiding": (0.02, 1.0),
     "model_tma_latency_hiding": (0.02, 1.0),
     "model_mma_small_rate": (0.02, 1.0),

@@ -22,6 +22,8 @@ model_flatten_hiding                   probe         one or two K-steps, many wa
                                                      its plain twin (what the flat loop saves)
 model_splitk_reduce_cost               probe         one wave of 16x64 split-K tiles, K grown with the split (4, 8, 16
                                                      slices of one or two K-steps each): what a slice's partial adds
+model_narrow_copy_cycles               probe         a 64x128 output of 4-byte rows (layout nt, K = 2 mod 4, too small
+                                                     to copy), K grown: the slope of two 64x64 tiles' narrow K-steps
 model_scalar_round_trips               probe         an nn.Linear weight of odd K streamed at M = 8 (element-wise B rows
                                                      along K), few loads a thread, K grown: the slope
 model_scalar_load_cost                 probe         misaligned N (element-wise B rows along N), no aligned copy
@@ -105,6 +107,11 @@ STAGE_KEYS = ("persistent/64x64x64/g8/w4/s4/k1", "persistent/64x64x64/g8/w4/s8/k
 # on each load (model_scalar_load_cost 8.7), and the model ranked BLOCK_K 16-32 ahead of 128, the reverse of the
 # measured order.  Few loads a thread (16x64x16: 8) leave the chain's latencies what the step measures
 SCALAR_CHAIN_KEYS = ("persistent/16x64x16/g8/w4/s2/k1",)
+# a narrow copy's cost: a probe since 2026-11-29.  Over the seen H200 sweeps a 4- or 8-byte copy's K-step ran ~3 ns
+# per warp-wide copy beyond the model's price at 9 K-steps or more, linear in the copies an SM issues
+# (experiments/narrow_steps.py), where aligned steps matched; an output too small to copy its operands aligned keeps
+# them narrow, and one program per SM over long K leaves the copies what a K-step measures
+NARROW_KEYS = ("persistent/64x64x64/g8/w4/s4/k1",)
 SPLIT_KEYS = ("splitk/16x64x128/g8/w4/s4/k4", "splitk/16x64x128/g8/w4/s4/k8", "splitk/16x64x128/g8/w4/s4/k16")
 
 
@@ -188,6 +195,11 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
               SPLIT_KEYS, "split",
               "four 16x64 tiles split 4, 8 and 16 ways, each slice one or two K-steps (one wave, the last slice "
               "reduces): what one more slice's partial costs"),
+        Probe("narrow", "model_narrow_copy_cycles",
+              tuple((64, 128, k, "nt") for k in ((4094, 8190) if quick else (4094, 8190, 12286))),
+              NARROW_KEYS, "slope",
+              "two 64x64 tiles whose rows are 4-byte aligned (K = 2 mod 4, too small to copy aligned), K grown: what "
+              "a narrow copy costs beyond its issue"),
         Probe("scalar-chain", "model_scalar_round_trips",
               tuple((8, 16384, k, "nt") for k in ((4095, 8191) if quick else (4095, 8191, 12287))),
               SCALAR_CHAIN_KEYS, "slope",
@@ -284,8 +296,10 @@ def probe_parameters() -> tuple[str, ...]:
 
 def floor_sources(profile: Profile) -> tuple[str, ...]:
     """The probes whose timings the floors read: every slope- or floor-mode probe (one wave over long K) of
-    asynchronous copies (the scalar chain's element-wise loads bound neither the L2 rate nor TMA streaming)."""
-    return tuple(p.name for p in probes(profile) if p.mode in ("floor", "slope") and p.keys != SCALAR_CHAIN_KEYS)
+    asynchronous copies (the scalar chain's element-wise loads and the narrow probe's 4-byte copies bound neither the
+    L2 rate nor TMA streaming)."""
+    skip = (SCALAR_CHAIN_KEYS, NARROW_KEYS)
+    return tuple(p.name for p in probes(profile) if p.mode in ("floor", "slope") and p.keys not in skip)
 
 
 def _any_profile() -> Profile:

@@ -116,6 +116,16 @@ def issue_time(
     return np.where(tma, 0.0, loads * hw.load_instructions / hw.issue_rate)
 
 
+def narrow_coefficients(
+    bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, tma: np.ndarray, hw: Hardware
+) -> tuple[np.ndarray, np.ndarray]:
+    """(na, nb) with a narrow operand's extra seconds per iteration = na / a_vector (or nb / b_vector): its warp-wide
+    copies (a tile's bytes over the copy width, per warp) at ``model_narrow_copy_cycles`` each (core.per_program
+    charges them only for copies of 4 and 8 bytes; TMA kernels need 16-byte rows)."""
+    scale = np.where(tma, 0.0, hw.element_bytes * hw.narrow_copy_s / hw.warp_size)
+    return bm * bk * scale, bn * bk * scale
+
+
 def issue_coefficients(
     bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, tma: np.ndarray, hw: Hardware
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -38,6 +38,7 @@ from theodolite.kernels.config import (
 from theodolite.model.hardware import Hardware
 
 PARTIAL_BYTES = 4  # fp32 partial tiles (the kernels' split-K / Stream-K workspace)
+VECTOR_BYTES = 16  # a full-width copy: 16 bytes a thread (narrower ones are 4- or 8-byte rows' copies)
 # L2 round trips beyond its fill latency on a split-K tile's reduction path (count in, wait for the first partial),
 # as a split Stream-K tail's 2.0 below.  Chosen from 0/1/2/4/8 on both GPUs' suites (exact path, H100: random-dev
 # 0.9722/p5 0.871 at 0 -> 0.9735/0.880 at 2; 4 and more pick worse on the H100); not a profile fit
@@ -341,7 +342,10 @@ SCALAR_FIELDS = (
 def per_program(c: Any, a_vec: float, b_vec: float, ops: Any = NumpyOps) -> Any:
     """Seconds one program needs per K-iteration on its SM: the slower of matrix and shared memory, plus the
     load issue of pointer-based loads (the same warps issue loads and matrix instructions)."""
-    return ops.maximum(c.compute_it, c.smem_it) + c.issue_a / a_vec + c.issue_b / b_vec
+    narrow = (c.narrow_a / a_vec if ASYNC_COPY_MIN_BYTES <= a_vec < VECTOR_BYTES else 0.0) + (
+        c.narrow_b / b_vec if ASYNC_COPY_MIN_BYTES <= b_vec < VECTOR_BYTES else 0.0
+    )  # narrow (4- or 8-byte) asynchronous copies: each warp-wide copy's own cost (model_narrow_copy_cycles)
+    return ops.maximum(c.compute_it, c.smem_it) + c.issue_a / a_vec + c.issue_b / b_vec + narrow
 
 
 def zero_fill(c: Any, a_vec: float, b_vec: float) -> Any:

@@ -85,6 +85,12 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
         "shared memory and the barrier before the matrix instructions are one dependent chain; H200: ~2, "
         "experiments/elementwise_steps.py)",
     ),
+    "model_narrow_copy_cycles": (
+        0.0,
+        "cycles an SM spends on each warp-wide asynchronous copy narrower than 16 bytes a thread (4- or 8-byte rows) "
+        "beyond a vector load's issue: a narrow copy costs its instruction, not its bytes (experiments/"
+        "narrow_steps.py: ~5 on the H200's sweeps; 0, no term, where not measured)",
+    ),
     "model_scalar_loads_in_flight": (
         64.0,
         "scalar (misaligned-row) loads one thread keeps outstanding per K-iteration before waiting for them",
@@ -160,7 +166,7 @@ FITTED_PARAMETERS = (
     "model_zero_fill_cycles", "model_splitk_reduce_cost", "model_scalar_load_cost", "model_scalar_k_load_share",
     "model_scalar_round_trips", "model_latency_hiding", "model_tma_latency_hiding", "model_mma_small_rate",
     "model_l2_bandwidth_scale", "model_flatten_hiding", "model_streamk_reduce_cost",
-    "model_composite_iteration_overhead", "model_tma_stream_scale",
+    "model_composite_iteration_overhead", "model_tma_stream_scale", "model_narrow_copy_cycles",
 )  # fmt: skip
 
 
@@ -197,6 +203,7 @@ class Hardware:
     load_instructions: float
     tile_overhead_s: float
     zero_fill_copy_s: float  # seconds one warp-wide masked cp.async takes (a zero-filled prologue copy)
+    narrow_copy_s: float  # seconds an SM spends on a warp-wide narrow (4- or 8-byte) copy beyond its load issue
     flatten_hiding: float  # share of an item's fixed cost a flattened loop hides (items after a program's first)
     latency_hiding: float
     tma_latency_hiding: float
@@ -365,6 +372,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         load_instructions=_parameter(profile, "model_load_instructions"),
         tile_overhead_s=_parameter(profile, "model_tile_overhead") / clock,
         zero_fill_copy_s=_parameter(profile, "model_zero_fill_cycles") / clock,
+        narrow_copy_s=_parameter(profile, "model_narrow_copy_cycles") / clock,
         flatten_hiding=_parameter(profile, "model_flatten_hiding"),
         latency_hiding=_parameter(profile, "model_latency_hiding"),
         tma_latency_hiding=_parameter(profile, "model_tma_latency_hiding"),

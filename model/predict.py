@@ -167,6 +167,7 @@ class ConfigTable:
             self.bm, bn1, self.bk, hw
         )
         self.issue_a, self.issue_b = compute.issue_coefficients(self.bm, self.bn, self.bk, self.is_tma, hw)
+        self.narrow_a, self.narrow_b = compute.narrow_coefficients(self.bm, self.bn, self.bk, self.is_tma, hw)
         # the share of the (stages - 1) prefetched K-steps whose latency overlaps: model_latency_hiding for
         # pointer-based (cp.async) pipelines, model_tma_latency_hiding for TMA ones (fitted apart: on the H100 a
         # TMA s3 build waits on the same loaded latency as a cp.async one; experiments/model_checks.py

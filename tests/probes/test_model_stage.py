@@ -168,6 +168,7 @@ KNOWN = {
     "model_tma_latency_hiding": 0.575, "model_mma_small_rate": 0.35, "model_l2_bandwidth_scale": 1.1,
     "model_tma_l2_bandwidth_scale": 1.0, "model_flatten_hiding": 0.6586, "model_streamk_reduce_cost": 3.281,
     "model_composite_iteration_overhead": 300.0, "model_tma_stream_scale": 1.5, "model_scalar_round_trips": 2.0,
+    "model_narrow_copy_cycles": 5.0,
 }  # fmt: skip
 
 
@@ -562,3 +563,52 @@ def test_scalar_chain_probe_streams_an_element_wise_weight_at_small_m(synthetic)
     stored = profile.metrics["model_scalar_round_trips"]
     assert stored.method == METHOD_PROBE and stored.settings["probe"] == "scalar-chain"
     assert math.isclose(stored.value, truth["model_scalar_round_trips"], rel_tol=0.25)
+
+
+def test_narrow_probe_times_four_byte_copies_that_no_aligned_copy_replaces(synthetic) -> None:  # type: ignore[no-untyped-def]
+    """A narrow copy's cost is measured on operands that stay narrow: rows 4-byte aligned (K = 2 mod 4, layout nt) on an
+    output too small for gemm() to copy them aligned, K grown (fixed costs cancel); its steps bound no floor."""
+    from theodolite.kernels.config import Problem, needs_aligned_copy
+    from theodolite.model.calibration_probes import floor_sources
+    from theodolite.model.fast import alignment
+    from theodolite.model.hardware import hardware
+
+    truth, profile, _ = synthetic
+    (probe,) = [p for p in probes(profile) if p.parameter == "model_narrow_copy_cycles"]
+    hw = hardware(profile, "bf16")
+    assert probe.mode == "slope" and len({k for _, _, k, _ in probe.shapes}) >= 2
+    for m, n, k, layout in probe.shapes:
+        problem = Problem(m, n, k, layout=layout)
+        assert needs_aligned_copy(problem) == (False, False)
+        assert alignment(problem, hw)[:2] == (4.0, 4.0)
+    assert probe.name not in floor_sources(profile)
+    stored = profile.metrics["model_narrow_copy_cycles"]
+    assert stored.method == METHOD_PROBE and stored.settings["probe"] == "narrow"
+    assert math.isclose(stored.value, truth["model_narrow_copy_cycles"], rel_tol=0.25)
+
+
+def test_narrow_copies_cost_their_count_and_aligned_ones_nothing_more() -> None:
+    """model_narrow_copy_cycles adds to a program's K-step of 4-byte copies twice what it adds to one of 8-byte copies
+    (twice the warp-wide copies), the copies at that many cycles each, and nothing to aligned or element-wise ones."""
+    from theodolite.model import core
+    from theodolite.model.hardware import hardware, reset_parameters, set_parameters
+    from theodolite.model.predict import ConfigTable
+
+    profile = load_profile(PROFILES / BUNDLED[1])
+    key = "persistent/64x64x64/g8/w4/s4/k1"
+    widths = {"vec4": 4.0, "vec8": 8.0, "aligned": 16.0, "element-wise": 2.0}
+    steps: dict[float, dict[str, float]] = {}
+    try:
+        for cycles in (0.0, 8.0):
+            set_parameters(model_narrow_copy_cycles=cycles)
+            table = ConfigTable(profile, "bf16")
+            i = table.index[key]
+            steps[cycles] = {name: float(core.per_program(table, w, w)[i]) for name, w in widths.items()}
+        clock = hardware(profile, "bf16").clock_hz
+    finally:
+        reset_parameters()
+    grown = {name: steps[8.0][name] - steps[0.0][name] for name in widths}
+    copies = 2 * 64 * 64 * 2 / 4.0 / 32  # A's and B's 64x64 bf16 tiles in 4-byte warp-wide copies
+    assert math.isclose(grown["vec4"], copies * 8.0 / clock, rel_tol=1e-9)
+    assert math.isclose(grown["vec4"], 2.0 * grown["vec8"], rel_tol=1e-9)
+    assert grown["aligned"] == 0.0 and grown["element-wise"] == 0.0

@@ -153,6 +153,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_scalar_k_load_share": MetricSpec(
             "1", "model fit: scalar load cost of K-contiguous rows relative to M/N-contiguous ones", False, 0, 1e3
         ),
+        "model_narrow_copy_cycles": MetricSpec(
+            "cycle", "model fit: cycles a warp-wide narrow (4- or 8-byte) copy costs beyond its issue", False, 0, 1e4
+        ),
         "model_scalar_round_trips": MetricSpec(
             "1", "model fit: memory round trips a scalar-load K-iteration waits for at least", False, 0, 1e3
         ),
