@@ -13,8 +13,8 @@ Structure (every hardware number from the profile via ``Hardware``):
   one SM's read ceiling), one program's chain: max(its instructions + loop overhead, the ceiling, a stage copy's
   wait (latency + those bytes) / (stages - 1) x latency_hiding)); a work item adds its pipeline fill, fixed cost and
   epilogue (its tile written at one SM's bandwidth, a wave's tiles no faster than the output write bandwidth),
-  and a loop shorter than the pipeline the stages its
-  prologue zero-fills (cp.async: the loop condition is a copy mask);
+  and a loop shorter than the pipeline the stages its prologue zero-fills (cp.async: the loop condition is a copy
+  mask);
 - the memory system is a shared fluid: all L2 requests over the L2 bandwidth, all HBM misses
   (distinct rows/columns of the tiles running at once under the grouped order, plus the reuse
   the effective L2 cannot hold) and stores over HBM bandwidth reachable from the active SMs;
@@ -532,10 +532,7 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     workspace = 0.0
     if rest > 0:
         last = rest - (rounds - 1.0) * conc  # every round but the last is full (core.cost)
-        active_l = last if last < sm else sm
-        if active_l < 1.0:
-            active_l = 1.0
-        it_l = -(-last // active_l) * per_sm
+        it_l = -(-last // (last if last < sm else sm)) * per_sm
         write_l = resident * item_bytes / sm_bw  # its last round's writes (core.cost's serial_l)
         if last * item_bytes * write_share > write_l:
             write_l = last * item_bytes * write_share
