@@ -116,19 +116,26 @@ def issue_time(
     return np.where(tma, 0.0, loads * hw.load_instructions / hw.issue_rate)
 
 
+def _copy_coefficients(
+    bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, tma: np.ndarray, hw: Hardware, per_copy_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ca, cb): a K-step's warp-wide copies of A's and B's tiles times ``per_copy_s`` each is ca / a_vector and
+    cb / b_vector (bytes a thread copies); none for TMA kernels (one descriptor copy)."""
+    scale = np.where(tma, 0.0, hw.element_bytes * per_copy_s / hw.warp_size)
+    return bm * bk * scale, bn * bk * scale
+
+
 def narrow_coefficients(
     bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, tma: np.ndarray, hw: Hardware
 ) -> tuple[np.ndarray, np.ndarray]:
     """(na, nb) with a narrow operand's extra seconds per iteration = na / a_vector (or nb / b_vector): its warp-wide
-    copies (a tile's bytes over the copy width, per warp) at ``model_narrow_copy_cycles`` each (core.per_program
-    charges them only for copies of 4 and 8 bytes; TMA kernels need 16-byte rows)."""
-    scale = np.where(tma, 0.0, hw.element_bytes * hw.narrow_copy_s / hw.warp_size)
-    return bm * bk * scale, bn * bk * scale
+    copies at ``model_narrow_copy_cycles`` each (core.per_program charges them only for copies of 4 and 8 bytes;
+    TMA kernels need 16-byte rows)."""
+    return _copy_coefficients(bm, bn, bk, tma, hw, hw.narrow_copy_s)
 
 
 def issue_coefficients(
     bm: np.ndarray, bn: np.ndarray, bk: np.ndarray, tma: np.ndarray, hw: Hardware
 ) -> tuple[np.ndarray, np.ndarray]:
     """(ca, cb) with issue seconds per iteration = ca / a_vector + cb / b_vector (bytes per load)."""
-    scale = np.where(tma, 0.0, hw.element_bytes * hw.load_instructions / (hw.warp_size * hw.issue_rate))
-    return bm * bk * scale, bn * bk * scale
+    return _copy_coefficients(bm, bn, bk, tma, hw, hw.load_instructions / hw.issue_rate)
