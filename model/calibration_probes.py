@@ -16,6 +16,8 @@ model_latency_hiding                   probe         8 and 64 tiles of 64x64 at 
 model_composite_iteration_overhead     probe         one wave of composite tiles (128x192, 128x320), same K: the slope
 model_tma_latency_hiding               probe         8 and 64 tiles of TMA 64x128 at 4 and 8 stages, K grown: the
                                                      slopes (the stages probe's design through TMA copies)
+model_mma_small_rate                   probe         one wave of 32x128 tiles (synchronous matrix path: < 64 rows), one
+                                                     per SM, K grown: the slope of their compute-bound K-steps
 model_tile_overhead                    probe         K of one step, many waves of tiles (a work item's fixed cost)
 model_zero_fill_cycles                 probe         K of one step on 8- and 12-stage pipelines (zero-filled stages)
 model_flatten_hiding                   probe         one or two K-steps, many waves of tiles: a flattened config beside
@@ -32,7 +34,6 @@ model_l2_bandwidth_scale               probe (floor) K-panel bytes per measured 
                                                      iteration probe's 128x256 tiles and the l2-floor probe's TMA
                                                      128x128 ones: the highest L2 rate tile loads reach
                                                      (l2_scale_floor)
-model_mma_small_rate                   fit           calibration set: synchronous matrix path (tiles of < 64 rows)
 model_streamk_reduce_cost              fit           calibration set: Stream-K tail partial traffic
 model_streamk_slowdown                 structure     1: tail slices run in K lockstep (both GPUs' fits stayed at 1)
 model_scalar_loads_in_flight           structure     64: outstanding element-wise loads per thread
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from theodolite.model.calibration_fit import Timing
 
 # calibration-fit parameters: fitted together on the calibration shape set
-FIT_PARAMETERS = ("model_mma_small_rate", "model_streamk_reduce_cost")
+FIT_PARAMETERS = ("model_streamk_reduce_cost",)
 # measured from probes' timings without a solve: the L2 scale at the one-wave probes' floor (l2_scale_floor).  Fitted
 # on the calibration set it swung 0.55 -> 1.0 -> 0.62 between runs (its prior weight chosen anew each time) while the
 # probe's one wave of 128x256 tiles runs at 1.24x the l2_bandwidth probe's rate: below that the model prices those
@@ -112,6 +113,13 @@ SCALAR_CHAIN_KEYS = ("persistent/16x64x16/g8/w4/s2/k1",)
 # (experiments/narrow_steps.py), where aligned steps matched; an output too small to copy its operands aligned keeps
 # them narrow, and one program per SM over long K leaves the copies what a K-step measures
 NARROW_KEYS = ("persistent/64x64x64/g8/w4/s4/k1",)
+# the synchronous path's matrix rate: a probe since 2026-11-29.  Fitted on the calibration set it stayed at its prior
+# (0.25) on both GPUs, the cross-validation finding the set's picks tied (its 57 H200 shapes: 0.2499 +- 4e-05), while
+# the H200's earlier 39 shapes had given 0.18 and the seen sweeps' small-M picks follow it (fp8 decode 0.966 at 0.25,
+# 0.974 at 0.18).  A 32-row tile reads 26 flops a byte, twice a 16-row one: at these rates its K-step is bound by its
+# matrix instructions, not by its copies' latency or one SM's read ceiling (up to ~0.3 of the matrix rate on the
+# H100 and H200, where the latency takes over and the slope bounds the rate from below only)
+SYNC_RATE_KEYS = ("persistent/32x128x64/g8/w4/s4/k1",)
 SPLIT_KEYS = ("splitk/16x64x128/g8/w4/s4/k4", "splitk/16x64x128/g8/w4/s4/k8", "splitk/16x64x128/g8/w4/s4/k16")
 
 
@@ -150,6 +158,7 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
     """The probes in solving order (each later one with the earlier results fixed); ``quick`` times fewer shapes."""
     side = _one_wave_side(profile)
     wave_m, wave_n = side * 128, side * 256
+    sync_side = min(side, 8)  # at most 64 tiles: the L2 idle beside their steps
     long_k = (4096, 8192) if quick else (4096, 8192, 16384)
     tiny = ((64, 64, 64, "nn"), (128, 128, 64, "nn")) if quick else ((64, 64, 64, "nn"), (128, 128, 64, "nn"),
                                                                          (64, 128, 128, "nt"))  # fmt: skip
@@ -178,6 +187,10 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
         Probe("composite-step", "model_composite_iteration_overhead",
               tuple((side * 128, side * 192, k, "nn") for k in long_k), COMPOSITE_STEP_KEYS, "slope",
               "one wave of composite tiles (two dots on one A tile), K grown: their K-step beyond a TMA one's"),
+        Probe("sync-rate", "model_mma_small_rate",
+              tuple((sync_side * 32, sync_side * 128, k, "nn") for k in long_k), SYNC_RATE_KEYS, "slope",
+              "one wave of 32x128 tiles (the synchronous matrix path), at most 64, K grown: the matrix rate of "
+              "tiles narrower than the asynchronous instruction"),
         Probe("tile", "model_tile_overhead",
               ((4096, 4096, 32, "nn"),) if quick else ((4096, 4096, 32, "nn"), (2048, 8192, 32, "nn")),
               ("persistent/64x64x32/g8/w4/s2/k1", "persistent/16x64x32/g8/w4/s2/k1"), "level",
@@ -297,8 +310,8 @@ def probe_parameters() -> tuple[str, ...]:
 def floor_sources(profile: Profile) -> tuple[str, ...]:
     """The probes whose timings the floors read: every slope- or floor-mode probe (one wave over long K) of
     asynchronous copies (the scalar chain's element-wise loads and the narrow probe's 4-byte copies bound neither the
-    L2 rate nor TMA streaming)."""
-    skip = (SCALAR_CHAIN_KEYS, NARROW_KEYS)
+    L2 rate nor TMA streaming; the sync-rate probe's steps are bound by their matrix instructions)."""
+    skip = (SCALAR_CHAIN_KEYS, NARROW_KEYS, SYNC_RATE_KEYS)
     return tuple(p.name for p in probes(profile) if p.mode in ("floor", "slope") and p.keys not in skip)
 
 

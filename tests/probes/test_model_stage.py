@@ -165,7 +165,7 @@ KNOWN = {
     "model_launch_extra": 6.25e-07, "model_tma_launch_extra": 7.812e-08, "model_iteration_overhead": 150.0,
     "model_tile_overhead": 1725.0, "model_zero_fill_cycles": 5.75, "model_splitk_reduce_cost": 1.6,
     "model_scalar_load_cost": 3.113, "model_scalar_k_load_share": 0.951, "model_latency_hiding": 0.6497,
-    "model_tma_latency_hiding": 0.575, "model_mma_small_rate": 0.35, "model_l2_bandwidth_scale": 1.1,
+    "model_tma_latency_hiding": 0.575, "model_mma_small_rate": 0.2, "model_l2_bandwidth_scale": 1.1,
     "model_tma_l2_bandwidth_scale": 1.0, "model_flatten_hiding": 0.6586, "model_streamk_reduce_cost": 3.281,
     "model_composite_iteration_overhead": 300.0, "model_tma_stream_scale": 1.5, "model_scalar_round_trips": 2.0,
     "model_narrow_copy_cycles": 5.0,
@@ -191,8 +191,7 @@ def synthetic():  # type: ignore[no-untyped-def]
 
 def test_stage_recovers_known_parameters_within_their_spread(synthetic) -> None:  # type: ignore[no-untyped-def]
     """Every probed parameter lands on the known value; a fitted one too, or at its prior where the cross-validation
-    found the picks tied with the prior (then the timings do not determine it for selection: on this fake GPU
-    model_mma_small_rate moves no pick, as the probes carry the terms the fitted four once did)."""
+    found the picks tied with the prior (then the timings do not determine it for selection)."""
     from theodolite.model.calibration_cv import REGRET_TIE
 
     truth, profile, report = synthetic
@@ -612,3 +611,33 @@ def test_narrow_copies_cost_their_count_and_aligned_ones_nothing_more() -> None:
     assert math.isclose(grown["vec4"], copies * 8.0 / clock, rel_tol=1e-9)
     assert math.isclose(grown["vec4"], 2.0 * grown["vec8"], rel_tol=1e-9)
     assert grown["aligned"] == 0.0 and grown["element-wise"] == 0.0
+
+
+def test_sync_rate_probe_times_compute_bound_synchronous_steps(synthetic) -> None:  # type: ignore[no-untyped-def]
+    """The synchronous path's rate is measured where it binds: tiles of fewer rows than the asynchronous instruction,
+    at most one per SM, K grown, each K-step's matrix instructions above its other terms at the known rate (so the
+    slope moves with the rate), and the solve lands on it."""
+    from theodolite.kernels.config import GemmConfig, Problem
+    from theodolite.model.calibration_fit import overrides
+    from theodolite.model.calibration_probes import floor_sources
+    from theodolite.model.predict import ConfigTable, evaluate
+
+    truth, profile, _ = synthetic
+    (probe,) = [p for p in probes(profile) if p.parameter == "model_mma_small_rate"]
+    assert probe.mode == "slope" and len({k for _, _, k, _ in probe.shapes}) >= 2
+    assert probe.name not in floor_sources(profile)
+    sms = int(profile.value("sm_count"))
+    with overrides({"model_mma_small_rate": truth["model_mma_small_rate"]}):
+        table = ConfigTable(profile, "bf16")
+        for m, n, k, layout in probe.shapes:
+            for key in probe.keys:
+                cfg = GemmConfig.from_key(key)
+                assert cfg.block_m < table.hw.mma_min_m
+                assert -(-m // cfg.block_m) * -(-n // cfg.block_n) <= sms
+                _, terms = evaluate(table, Problem(m, n, k, layout=layout), detail=True)
+                i = table.index[key]
+                others = ("iter_smem", "iter_issue", "iter_latency", "iter_l2", "iter_hbm")
+                assert float(terms["iter_compute"][i]) > max(float(terms[t][i]) for t in others)
+    stored = profile.metrics["model_mma_small_rate"]
+    assert stored.method == METHOD_PROBE and stored.settings["probe"] == "sync-rate"
+    assert math.isclose(stored.value, truth["model_mma_small_rate"], rel_tol=0.25)
