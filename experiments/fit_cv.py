@@ -27,10 +27,11 @@ from theodolite.probes.model_stage import stored_timings
 
 from theodolite.profile import load_profile
 from theodolite.profile.schema import Profile
+from theodolite.results import read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = (ROOT / "profiles" / "nvidia-h100-80gb-hbm3.h5", ROOT / "profiles" / "nvidia-h200.h5")
-SWEEP = ROOT / "reports" / "results" / "validate-wide-h100.json"
+SWEEP = ROOT / "reports" / "results" / "validate-wide-h100.json.gz"
 DEFAULTS = {name: MODEL_PARAMETERS[name][0] for name in MODEL_PARAMETERS}
 
 
@@ -78,7 +79,7 @@ def stripped(profile: Profile) -> Profile:
 
 def sweep_timings(path: Path) -> list[Timing]:
     """Every (shape, config) timing of a validate results file (its exhaustive sweep), in seconds."""
-    data = json.loads(path.read_text())
+    data = read_json(path)
     rows = []
     for shape in data["shapes"]:
         for key, ms in (shape.get("configs") or {}).items():
@@ -124,7 +125,7 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = lambda 
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(table)})")
     sweep_all = sweep_timings(Path(args.sweep)) if args.sweep else []
-    sweep_device = json.loads(Path(args.sweep).read_text())["device"] if args.sweep else ""
+    sweep_device = read_json(Path(args.sweep))["device"] if args.sweep else ""
     report: dict[str, object] = {}
     lines = []
     for path in args.profiles:

@@ -6,7 +6,7 @@ wave and per K-step, by load class and K-steps, and for narrow classes at 9 K-st
 warp-wide copies an SM issues per K-step (its resident programs' copies of the narrow operands).
 
     PYTHONPATH=$PWD python3 experiments/narrow_steps.py --profile profiles/nvidia-h200.h5 \
-        reports/results/validate-wide-{855977,947201,147226,363726,711167,430594}-h200.json
+        reports/results/validate-wide-{855977,947201,147226,363726,711167,430594}-h200.json.gz
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ beside the model's (``python -m theodolite bench --config``, bf16 nn, graph-time
 H200 (`pipeline-fill-h200.json`, bundled profile): one more stage costs one tile +0.095 to +0.162 us (median over the
 four K), pointer-based 64x64 and 64x128 and TMA 64x128 and 128x128 alike; the model before the pipeline fill priced
 it -0.43 to +0.00 us (deeper pipelines hide more latency), with the fill -0.23 to +0.06.  On the seen sweeps' one-tile
-shapes (``--sweeps profiles/nvidia-h200.h5 reports/results/validate-wide-{363726,147226}-h200.json``) the same:
+shapes (``--sweeps profiles/nvidia-h200.h5 reports/results/validate-wide-{363726,147226}-h200.json.gz``) the same:
 +0.08 to +0.17 us a stage measured.  Across all their shapes under 8 us the stages' residuals shrink (CHANGELOG).
 A lone pointer-based 64x64x64 tile's long loop streams at 0.24 us a K-step against the 0.18 its stream ceiling allows,
 so the model still prices its deep pipelines too fast (docs/model.md, known defects).

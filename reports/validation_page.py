@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from theodolite.reports import html  # noqa: E402
 
-from theodolite.results import Results, load_results  # noqa: E402
+from theodolite.results import Results, load_results, results_stem  # noqa: E402
 from theodolite.validation import shape_summary, summarize, summary_lines  # noqa: E402
 
 INTRO = (
@@ -350,5 +350,5 @@ def write_validation_page(
     path: str | os.PathLike[str], directory: str | os.PathLike[str], profile_path: str | None = None
 ) -> Path:
     results = load_results(path)
-    stem = Path(path).stem
+    stem = results_stem(path)
     return html.write_page(render_validation(results, profile_path, str(path)), Path(directory) / f"{stem}.html")

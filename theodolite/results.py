@@ -1,12 +1,14 @@
 """Benchmark and validation results: one JSON file, written atomically, read by reports and the model's tests.
 
-``bench`` and ``validate`` write the same format; ``validate`` fills the model fields too.
+``bench`` and ``validate`` write the same format; ``validate`` fills the model fields too.  A path ending in ``.gz``
+is written and read gzip-compressed (an exhaustive sweep of 300 shapes: 3.3 MB of JSON, 0.5 MB compressed).
 Times are medians in milliseconds (``triton.testing.do_bench``); a config that failed to
 compile or run has ``null`` time and its message under ``errors``.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -134,14 +136,36 @@ def save_results(results: Results, path: str | os.PathLike[str]) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        with os.fdopen(handle, "w") as stream:
-            json.dump(results.to_json(), stream, indent=1, allow_nan=False, default=_no_nan)
+        text = json.dumps(results.to_json(), indent=1, allow_nan=False, default=_no_nan)
+        with os.fdopen(handle, "wb") as stream:
+            # mtime 0: the same results compress to the same bytes (a rewritten sweep diffs only where it changed)
+            stream.write(gzip.compress(text.encode(), mtime=0) if compressed(target) else text.encode())
         _make_readable(temporary)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return target
+
+
+def compressed(path: str | os.PathLike[str]) -> bool:
+    """Whether a results path is the gzip-compressed form (its name ends in ``.gz``)."""
+    return Path(path).name.endswith(".gz")
+
+
+def results_stem(path: str | os.PathLike[str]) -> str:
+    """A results file's name without ``.json`` or ``.json.gz`` (what its page is named after)."""
+    name = Path(path).name
+    for suffix in (".json.gz", ".json"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return Path(path).stem
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """The JSON of a results file, plain or gzip-compressed (told by its first bytes, not its name)."""
+    raw = Path(path).read_bytes()
+    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
 
 
 def _no_nan(value: Any) -> Any:
@@ -151,10 +175,10 @@ def _no_nan(value: Any) -> Any:
 def load_results(path: str | os.PathLike[str]) -> Results:
     source = Path(path)
     try:
-        data = json.loads(source.read_text())
+        data = read_json(source)
     except FileNotFoundError:
         raise ResultsError(f"{source}: no such results file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ResultsError(f"{source}: not a readable results file ({error})") from None
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise ResultsError(f"{source}: not a theodolite results file (format marker missing)")

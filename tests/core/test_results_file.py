@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from theodolite.results import TORCH_KEY, Results, ResultsError, ShapeResult, load_results, merge_results, save_results
+from theodolite.results import (
+    TORCH_KEY,
+    Results,
+    ResultsError,
+    ShapeResult,
+    load_results,
+    merge_results,
+    results_stem,
+    save_results,
+)
 
 
 def _results(*shapes: ShapeResult) -> Results:
@@ -25,6 +34,27 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     assert loaded.device == "Test GPU"
     assert loaded.shapes[0] == shape
     assert loaded.shapes[0].best() == ("x", 0.4)
+
+
+def test_gz_path_writes_compressed_deterministic_bytes_read_back_alike(tmp_path: Path) -> None:
+    """A ``.gz`` results path is written gzip-compressed (several times smaller), byte-identical for the same results
+    (no timestamp in the header), and reads back as the plain file does; a truncated one is a clear error."""
+    import gzip
+
+    shapes = [
+        ShapeResult(f"s{i}", 64 * i + 1, 128, 512, torch_ms=0.5, configs={"x": 0.4, "y": 0.41}) for i in range(50)
+    ]
+    plain = save_results(_results(*shapes), tmp_path / "r.json")
+    packed = save_results(_results(*shapes), tmp_path / "r.json.gz")
+    assert packed.read_bytes()[:2] == b"\x1f\x8b" and gzip.decompress(packed.read_bytes()) == plain.read_bytes()
+    assert packed.stat().st_size * 4 < plain.stat().st_size
+    assert save_results(_results(*shapes), tmp_path / "again.json.gz").read_bytes() == packed.read_bytes()
+    assert load_results(packed) == load_results(plain)
+    assert results_stem(packed) == results_stem(plain) == "r" and results_stem("a/b.v2.json.gz") == "b.v2"
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(packed.read_bytes()[:100])
+    with pytest.raises(ResultsError, match="not a readable results file"):
+        load_results(cut)
 
 
 def test_best_ignores_failed_configs_and_flops() -> None:
