@@ -192,13 +192,15 @@ def fake_harness(clock: FakeClock, measured: list[str], seconds: float = 10.0) -
 SHAPES = [Shape(f"s{i}", 256 * (i + 1), 512, 1024) for i in range(5)]
 
 
-def test_budget_stops_then_resume_finishes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["r.json", "r.json.gz"])  # a compressed results file resumes alike
+def test_budget_stops_then_resume_finishes(tmp_path: Path, name: str) -> None:
     clock, measured = FakeClock(), []
-    out = tmp_path / "r.json"
+    out = tmp_path / name
     harness = fake_harness(clock, measured)
     results = run_validation(SHAPES, ValidateSettings(peers=("fixed",), budget_s=25), harness, out)
     assert measured == ["s0", "s1"]  # the third would end at 30s > 25s
     saved = load_results(out)
+    assert out.read_bytes()[:2] == (b"\x1f\x8b" if name.endswith(".gz") else b"{\n")
     assert [s.name for s in saved.shapes] == ["s0", "s1"] and saved.settings["incomplete"] is True
     assert saved.settings["stopped_for_budget"] is True
     first = saved.shapes[0]
