@@ -139,18 +139,13 @@ def save_results(results: Results, path: str | os.PathLike[str]) -> Path:
         text = json.dumps(results.to_json(), indent=1, allow_nan=False, default=_no_nan)
         with os.fdopen(handle, "wb") as stream:
             # mtime 0: the same results compress to the same bytes (a rewritten sweep diffs only where it changed)
-            stream.write(gzip.compress(text.encode(), mtime=0) if compressed(target) else text.encode())
+            stream.write(gzip.compress(text.encode(), mtime=0) if target.name.endswith(".gz") else text.encode())
         _make_readable(temporary)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return target
-
-
-def compressed(path: str | os.PathLike[str]) -> bool:
-    """Whether a results path is the gzip-compressed form (its name ends in ``.gz``)."""
-    return Path(path).name.endswith(".gz")
 
 
 def results_stem(path: str | os.PathLike[str]) -> str:
