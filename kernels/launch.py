@@ -456,14 +456,20 @@ def cached_runner(
     b: torch.Tensor,
     config: GemmConfig,
     *,
+    alpha: float = 1.0,
+    beta: float = 0.0,
     bias: torch.Tensor | None = None,
+    out_dtype: str | torch.dtype | None = None,
     num_sms: int | None = None,
+    a_scale: Any = None,
+    b_scale: Any = None,
     precision: str | None = None,
 ) -> Callable[..., torch.Tensor] | None:
-    """The launch cache's entry for a gemm() call that has run once with these arguments' metadata, as
-    ``run(a, b, out, c, bias)``; None where that call is not cached (interpreter, fast launch off, copied operands).
-    A caller holding it (``theodolite.ops``) skips building and looking up gemm()'s key at each call."""
-    key = _fast_key(a, b, config, None, 1.0, 0.0, None, bias, None, num_sms, None, None, precision)
+    """The launch cache's entry for a gemm() call (no ``out``, no ``c``) that has run once with these arguments'
+    metadata, as ``run(a, b, out, c, bias, a_scale, b_scale)``; None where that call is not cached (interpreter,
+    fast launch off, copied operands).  A caller holding it (``theodolite.ops``, ``theodolite.matmul``) skips
+    building and looking up gemm()'s key at each call."""
+    key = _fast_key(a, b, config, None, alpha, beta, None, bias, out_dtype, num_sms, a_scale, b_scale, precision)
     entry = _FAST.get(key) if key is not None else None
     return None if entry is None else entry.run
 

@@ -163,3 +163,45 @@ def test_the_e5m2_baseline_is_the_mixed_call_torch_accepts() -> None:
     assert torch.allclose(mixed.float()[inside], b.float()[inside], rtol=0.07)  # e4m3's rounding of e5m2 values
     e4m3 = a.to(torch.float8_e4m3fn)
     assert scaled_mm_operand(e4m3, b) is b and scaled_mm_operand(a, mixed) is mixed
+
+
+def test_a_repeated_matmul_takes_its_own_runner(cached_launches: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """theodolite.matmul keeps the launch cache's runner of a call with no out, c or bias: a repeat with the same
+    metadata (new data, new scale tensors, a scale updated in place) runs it without gemm(); a number scale's value,
+    alpha or an ``out`` make another call (gemm again)."""
+    from pathlib import Path
+
+    from theodolite import api
+    from theodolite.profile import load_profile
+
+    profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h200.h5")
+    calls = [0]
+    gemm_ = launch.gemm
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return gemm_(*args, **kwargs)
+
+    monkeypatch.setattr(launch, "gemm", counted)
+    api.clear_caches()
+    a, b = fp8_pair(24, 40, 64, torch.float8_e4m3fn, seed=7)
+    sa, sb = torch.tensor(0.5), torch.tensor(3.0)
+    first = api.matmul(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.float32, profile=profile)
+    assert calls[0] == 1 and cached_launches[0] == 1
+    assert rel_error(first, a.double() @ b.double() * 1.5) <= 1e-5
+    a2, b2 = fp8_pair(24, 40, 64, torch.float8_e4m3fn, seed=8)
+    for sa2, sb2 in ((torch.tensor(2.0), torch.tensor(0.25)), (sa, sb)):
+        out = api.matmul(a2, b2, scale_a=sa2, scale_b=sb2, out_dtype=torch.float32, profile=profile)
+        assert rel_error(out, a2.double() @ b2.double() * value(sa2) * value(sb2)) <= 1e-5
+        sa.fill_(4.0)
+    assert calls[0] == 1 and cached_launches[0] == 1
+    for kwargs, factor in (({"scale_a": 2.0}, 2.0), ({"scale_a": 2.0}, 2.0), ({"scale_a": 0.5}, 0.5),
+                           ({"alpha": 3.0}, 3.0), ({"alpha": 3.0}, 3.0)):  # fmt: skip
+        out = api.matmul(a2, b2, out_dtype=torch.float32, profile=profile, **kwargs)
+        assert rel_error(out, a2.double() @ b2.double() * factor) <= 1e-5, kwargs
+    assert calls[0] == 4  # one each for the scale 2.0, the scale 0.5 and alpha 3.0: their repeats took the runner
+    target = torch.empty(24, 40)
+    for _ in range(2):
+        api.matmul(a2, b2, out=target, profile=profile)
+    assert calls[0] == 6 and rel_error(target, a2.double() @ b2.double()) <= 1e-5  # out= always takes gemm()
+    api.clear_caches()
