@@ -49,7 +49,7 @@ def _sum_unrolled(ws_ptr, first, count, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
 
 @triton.jit(do_not_specialize=RUNTIME_INTS)
 def splitk_variant(
-    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr, lock_ptr,
+    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, ws_ptr, lock_ptr,
     M, N, K, LM, LN, KA, KB, num_tiles,
     stride_ab, stride_a, stride_bb, stride_b,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
@@ -78,7 +78,7 @@ def splitk_variant(
     )  # fmt: skip
     if VARIANT == 3:
         _reduce_slices(
-            acc, ws_ptr, lock_ptr, tile, s, SPLIT_K, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+            acc, ws_ptr, lock_ptr, tile, s, SPLIT_K, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
             stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
             BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC, 8, True,
         )  # fmt: skip
@@ -95,7 +95,7 @@ def splitk_variant(
                 total = sum_partials(ws_ptr, tile.to(tl.int64) * SPLIT_K, SPLIT_K, BLOCK_M, BLOCK_N)
             tl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed", scope="gpu")
             epilogue(
-                total, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+                total, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
                 stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
                 BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
             )  # fmt: skip

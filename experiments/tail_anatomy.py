@@ -48,7 +48,7 @@ def _store_partial(acc, ws_ptr, rel, j, split, BLOCK_M: tl.constexpr, BLOCK_N: t
 
 @triton.jit
 def _store_only(
-    acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+    acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr,
     HAS_SCALE: tl.constexpr, OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
@@ -60,7 +60,7 @@ def _store_only(
 
 @triton.jit
 def _reduce_no_wait(
-    acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+    acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr,
     HAS_SCALE: tl.constexpr, OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
@@ -77,7 +77,7 @@ def _reduce_no_wait(
         for i in range(split):
             total += tl.load(base + i * tile_elems + chunk * (ROWS * BLOCK_N) + rc, cache_modifier=".cg")
         epilogue(
-            total, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m * CHUNKS + chunk, pid_n, M, N,
+            total, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m * CHUNKS + chunk, pid_n, M, N,
             stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
             ROWS, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
         )  # fmt: skip
@@ -85,7 +85,7 @@ def _reduce_no_wait(
 
 @triton.jit
 def _reduce_unrolled(
-    acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+    acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_C: tl.constexpr, BIAS_MODE: tl.constexpr,
     HAS_SCALE: tl.constexpr, OUT_VEC: tl.constexpr, C_VEC: tl.constexpr, N_VEC: tl.constexpr,
@@ -108,7 +108,7 @@ def _reduce_unrolled(
             total += tl.load(base + i * tile_elems + chunk * (ROWS * BLOCK_N) + rc, mask=(rc >= 0) & (i < split),
                              other=0.0, cache_modifier=".cg")  # fmt: skip
         epilogue(
-            total, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m * CHUNKS + chunk, pid_n, M, N,
+            total, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m * CHUNKS + chunk, pid_n, M, N,
             stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
             ROWS, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
         )  # fmt: skip

@@ -39,7 +39,7 @@ CHUNKS = 4  # row chunks of the reduction: a 128-row tile is summed 32 rows at a
 
 @triton.jit(do_not_specialize=RUNTIME_INTS + ["batch", "dp_tiles", "steps", "max_pieces"])
 def tma_balanced_kernel(
-    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr, lock_ptr,
+    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, ws_ptr, lock_ptr,
     M, N, K, LM, LN, KA, KB, num_tiles,
     stride_ab, stride_a, stride_bb, stride_b,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
@@ -65,7 +65,7 @@ def tma_balanced_kernel(
             b = _load_b(b_desc, bid, pid_n * BLOCK_N, kk * BLOCK_K, BLOCK_N, BLOCK_K, B_KMAJOR, BATCHED)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
         epilogue(
-            acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+            acc, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
             stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
             BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
         )  # fmt: skip
@@ -88,7 +88,7 @@ def tma_balanced_kernel(
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
         if k0 == 0 and k1 == k_tiles:
             epilogue(
-                acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+                acc, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
                 stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
                 BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
             )  # fmt: skip
@@ -105,7 +105,7 @@ def tma_balanced_kernel(
                     other = 1 - (pid - first)
                     acc += tl.load(base + other * tile_elems + r, cache_modifier=".cg")
                     epilogue(
-                        acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+                        acc, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
                         stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
                         BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
                     )  # fmt: skip
@@ -115,7 +115,7 @@ def tma_balanced_kernel(
                         for i in tl.range(pieces, loop_unroll_factor=1):
                             part += tl.load(base + i * tile_elems + chunk * (ROWS * BLOCK_N) + rc, cache_modifier=".cg")
                         epilogue(
-                            part, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m * CHUNKS + chunk, pid_n, M, N,
+                            part, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m * CHUNKS + chunk, pid_n, M, N,
                             stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
                             ROWS, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
                         )  # fmt: skip
@@ -203,7 +203,7 @@ def plans_for(sets: list[tuple[Any, Any, Any]], key: str, _extra: Any = None) ->
         locks = _locks(o.device, tiles - dp)
         kwargs = dict(step.kwargs, dp_tiles=dp, steps=steps, max_pieces=max_pieces, CHUNKS=CHUNKS, REG2=reg2)
         grid = (max(programs, 1),)
-        plan.steps[-1] = _Launch(tma_balanced_kernel, grid, (*step.args[:6], ws, locks), kwargs)  # not b1_ptr (no composite tiles)
+        plan.steps[-1] = _Launch(tma_balanced_kernel, grid, (*step.args[:7], ws, locks), kwargs)  # not b1_ptr (no composite tiles)
         out.append(plan)
     return out
 

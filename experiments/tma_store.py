@@ -28,7 +28,7 @@ PER_SHAPE = 3
 
 @triton.jit(do_not_specialize=RUNTIME_INTS + ["batch"])
 def tma_store_kernel(
-    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr,
+    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr,
     M, N, K, LM, LN, KA, KB, num_tiles,
     stride_ab, stride_a, stride_bb, stride_b,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
@@ -69,7 +69,7 @@ def tma_store_kernel(
             out_desc.store([off_m, off_n], (acc * alpha).to(out_ptr.dtype.element_ty))
         else:
             epilogue(
-                acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+                acc, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
                 stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
                 BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
             )  # fmt: skip
@@ -87,7 +87,7 @@ def plans_of(sets: list[Any], key: str, store: bool) -> list[Any]:
             step = plan.steps[-1]
             assert step.kernel is tma.tma_kernel and not step.kwargs["BATCHED"], step.kernel
             step.kernel = tma_store_kernel
-            step.args, step.sources = step.args[:6], step.sources[:6]  # its kernel has no b1_ptr (composite tiles)
+            step.args, step.sources = step.args[:7], step.sources[:7]  # its kernel has no b1_ptr (composite tiles)
     return plans
 
 

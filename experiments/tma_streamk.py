@@ -35,7 +35,7 @@ BAR = 1.0
 
 @triton.jit(do_not_specialize=RUNTIME_INTS + ["batch", "dp_tiles", "split"])
 def tma_streamk_kernel(
-    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr, lock_ptr,
+    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, ws_ptr, lock_ptr,
     M, N, K, LM, LN, KA, KB, num_tiles,
     stride_ab, stride_a, stride_bb, stride_b,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
@@ -65,7 +65,7 @@ def tma_streamk_kernel(
             b = _load_b(b_desc, bid, off_n, kk * BLOCK_K, BLOCK_N, BLOCK_K, B_KMAJOR, BATCHED)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
         epilogue(
-            acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+            acc, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
             stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
             BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
         )  # fmt: skip
@@ -82,7 +82,7 @@ def tma_streamk_kernel(
             b = _load_b(b_desc, bid, off_n, kk * BLOCK_K, BLOCK_N, BLOCK_K, B_KMAJOR, BATCHED)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
         _reduce_slices(
-            acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+            acc, ws_ptr, lock_ptr, rel, j, split, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
             stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
             BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC, CHUNKS, SPIN,
         )  # fmt: skip
@@ -132,7 +132,7 @@ def plans_for(sets: list[tuple[Any, Any, Any]], key: str, _extra: Any = None) ->
         locks = _locks(o.device, tiles - dp)
         grid = (max(1, min(programs, max(dp, units))),)
         kwargs = dict(step.kwargs, dp_tiles=dp, split=split, CHUNKS=TAIL_CHUNKS, SPIN=not interpreting())
-        plan.steps[-1] = _Launch(tma_streamk_kernel, grid, (*step.args[:6], ws, locks), kwargs)  # not b1_ptr (no composite tiles)
+        plan.steps[-1] = _Launch(tma_streamk_kernel, grid, (*step.args[:7], ws, locks), kwargs)  # not b1_ptr (no composite tiles)
         out.append(plan)
     return out
 

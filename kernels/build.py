@@ -121,7 +121,7 @@ def _source(
             signature[name] = _TRITON_TYPES[dtype]
         elif name in ("out_ptr", "c_ptr", "bias_ptr"):
             signature[name] = _out_type(dtype, out_bytes)
-        elif name in ("scale_ptr", "ws_ptr"):
+        elif name in ("scale_ptr", "scale2_ptr", "ws_ptr"):
             signature[name] = "*fp32"
         elif name == "lock_ptr":
             signature[name] = "*i32"

@@ -173,6 +173,7 @@ def epilogue(
     c_ptr,
     bias_ptr,
     scale_ptr,
+    scale2_ptr,
     bid,
     pid_m,
     pid_n,
@@ -197,7 +198,7 @@ def epilogue(
 ):
     """``epilogue_at`` for the tile (pid_m, pid_n) of BLOCK_M x BLOCK_N tiles."""
     epilogue_at(
-        acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N,
+        acc, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N,
         stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
         BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
     )  # fmt: skip
@@ -210,6 +211,7 @@ def epilogue_at(
     c_ptr,
     bias_ptr,
     scale_ptr,
+    scale2_ptr,
     bid,
     off_m,
     off_n,
@@ -243,8 +245,10 @@ def epilogue_at(
     rn = off_n + tl.arange(0, BLOCK_N)
     n_bound = (N // N_VEC) * N_VEC
     mask = (rm[:, None] < M) & (rn[None, :] < n_bound)
-    if HAS_SCALE:
+    if HAS_SCALE >= 1:  # fp8's per-tensor scales: one fp32 element each (2: scale_a's and scale_b's)
         alpha = alpha * tl.load(scale_ptr)
+    if HAS_SCALE == 2:
+        alpha = alpha * tl.load(scale2_ptr)
     acc = acc * alpha
     if HAS_C:
         if C_VEC > 0:

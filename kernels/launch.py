@@ -197,7 +197,7 @@ def plan_gemm(
     rule, scale_number = scale_rule(a_scale, b_scale, device)
     if (a_scale is not None or b_scale is not None) and not problem.dtype.startswith("fp8"):
         raise ConfigError(f"scale_a/scale_b apply to fp8 inputs only, not {problem.dtype}")
-    scale = rule(a_scale, b_scale) if rule is not None else None
+    scale, scale2 = rule(a_scale, b_scale) if rule is not None else (None, None)
     limits = device_limits(device)
     reason = legality(config, problem, limits)
     if reason is not None:
@@ -282,7 +282,7 @@ def plan_gemm(
     flags = dict(
         HAS_C=c3 is not None,
         BIAS_MODE=bias_mode,
-        HAS_SCALE=scale is not None,
+        HAS_SCALE=0 if scale is None else (1 if scale2 is None else 2),
         OUT_VEC=out_vec,
         C_VEC=c_vec,
         N_VEC=n_vec,
@@ -297,10 +297,10 @@ def plan_gemm(
         PRECISION="ieee" if problem.dtype == "fp32" else "tf32", EDGE_MASK=edge_mask(config, m, n),
     )  # fmt: skip
     pointers = (a_op.tensor, b_op.tensor, out3, c3 if c3 is not None else dummy, bias if bias is not None else dummy,
-                scale if scale is not None else dummy)  # fmt: skip
-    # Which gemm() argument each pointer is (0 a, 1 b, 2 out, 3 c, 4 bias, 5 the scale ``rule`` makes of the call's
-    # scales); -1: made here, not re-bindable; None: a constant of the plan (a padded copy's buffer, which its copy
-    # step refills at each call).
+                scale if scale is not None else dummy, scale2 if scale2 is not None else dummy)  # fmt: skip
+    # Which gemm() argument each pointer is (0 a, 1 b, 2 out, 3 c, 4 bias, 5 and 6 the scales ``rule`` makes of the
+    # call's scales); -1: made here, not re-bindable; None: a constant of the plan (a padded copy's buffer, which its
+    # copy step refills at each call).
     psrc = (
         None if copy_a else a_src,
         None if copy_b else b_src,
@@ -308,6 +308,7 @@ def plan_gemm(
         (3 if c is not None and c3.data_ptr() == c.data_ptr() else -1) if c3 is not None else 2,
         (4 if bias_in is not None and bias.data_ptr() == bias_in.data_ptr() else -1) if bias is not None else 2,
         5 if scale is not None else 2,
+        6 if scale2 is not None else 2,
     )
     per_sm = programs_per_sm(config, problem.dtype, limits)
     programs = sms * per_sm

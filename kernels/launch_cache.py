@@ -81,7 +81,7 @@ class _FastGemm:
         if out is None:
             out = torch.empty(self.out_shape, dtype=self.out_dtype, device=a.device)  # type: ignore[arg-type]
         rule = self.scale_rule
-        tensors = (a, b, out, c, bias, rule(a_scale, b_scale) if rule is not None else None)
+        tensors = (a, b, out, c, bias, *(rule(a_scale, b_scale) if rule is not None else (None, None)))
         for copy in self.copies:
             copy.run_from(a if copy.source == 0 else b)
         for runner, ordered, slots in self.launches:

@@ -162,39 +162,40 @@ def _unaligned_vec(op: _Operand, vec: int) -> int:
     return min(vec // 2, bits & -bits)  # the lowest set bit: the largest power of two dividing all four
 
 
-ScaleRule = Callable[[Any, Any], torch.Tensor]
+ScaleRule = Callable[[Any, Any], tuple[torch.Tensor, torch.Tensor | None]]
 
 
-def _scale_a(a_scale: torch.Tensor, b_scale: Any) -> torch.Tensor:
-    return a_scale
+def _scale_a(a_scale: torch.Tensor, b_scale: Any) -> tuple[torch.Tensor, None]:
+    return a_scale, None
 
 
-def _scale_b(a_scale: Any, b_scale: torch.Tensor) -> torch.Tensor:
-    return b_scale
+def _scale_b(a_scale: Any, b_scale: torch.Tensor) -> tuple[torch.Tensor, None]:
+    return b_scale, None
 
 
-def _scale_product(a_scale: torch.Tensor, b_scale: torch.Tensor) -> torch.Tensor:
-    return a_scale * b_scale  # one small launch (both float32)
+def _scale_both(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return a_scale, b_scale  # both float32: the epilogue loads and multiplies the two (no launch of their own)
 
 
-def _scale_a_fp32(a_scale: torch.Tensor, b_scale: Any) -> torch.Tensor:
-    return a_scale.to(torch.float32)
+def _scale_a_fp32(a_scale: torch.Tensor, b_scale: Any) -> tuple[torch.Tensor, None]:
+    return a_scale.to(torch.float32), None
 
 
-def _scale_b_fp32(a_scale: Any, b_scale: torch.Tensor) -> torch.Tensor:
-    return b_scale.to(torch.float32)
+def _scale_b_fp32(a_scale: Any, b_scale: torch.Tensor) -> tuple[torch.Tensor, None]:
+    return b_scale.to(torch.float32), None
 
 
-def _scale_product_fp32(a_scale: torch.Tensor, b_scale: torch.Tensor) -> torch.Tensor:
-    return a_scale.to(torch.float32) * b_scale.to(torch.float32)
+def _scale_both_fp32(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return a_scale.to(torch.float32), b_scale.to(torch.float32)
 
 
 def scale_rule(a_scale: Any, b_scale: Any, device: torch.device) -> tuple[ScaleRule | None, float]:
     """How a call's per-tensor fp8 scales reach the epilogue: (rule, number).
 
-    ``rule(a_scale, b_scale)`` gives the one fp32 element on the device that the epilogue loads (None: no tensor
-    scale); ``number`` is the product of the scales given as Python numbers, folded into ``alpha`` on the host.  A
-    lone float32 scale tensor is passed as it is, two are multiplied (one small launch), others converted first.
+    ``rule(a_scale, b_scale)`` gives the one or two fp32 elements on the device that the epilogue loads and
+    multiplies into ``alpha`` (None: no tensor scale); ``number`` is the product of the scales given as Python
+    numbers, folded into ``alpha`` on the host.  float32 scale tensors are passed as they are (two: both pointers,
+    no launch of their own), others converted first.
     The rule depends only on which scales are tensors and their dtypes (the launch cache's key holds both), so a
     cached launch re-applies it to each call's scales: the values are never read on the host (no synchronization;
     CUDA graphs can capture the call, and a scale updated in place between calls is read anew)."""
@@ -223,7 +224,7 @@ def scale_rule(a_scale: Any, b_scale: Any, device: torch.device) -> tuple[ScaleR
     if not tensors:
         return None, number
     if len(tensors) == 2:
-        return (_scale_product if fp32 else _scale_product_fp32), number
+        return (_scale_both if fp32 else _scale_both_fp32), number
     if tensors[0][0] == 0:
         return (_scale_a if fp32 else _scale_a_fp32), number
     return (_scale_b if fp32 else _scale_b_fp32), number
@@ -236,5 +237,6 @@ def _scale_tensor(a_scale: Any, b_scale: Any, device: torch.device) -> torch.Ten
     if rule is None:
         return None if a_scale is None and b_scale is None else torch.full((1,), number, dtype=torch.float32,
                                                                            device=device)  # fmt: skip
-    scale = rule(a_scale, b_scale).reshape(1)
+    first, second = rule(a_scale, b_scale)
+    scale = first.reshape(1) if second is None else first.reshape(1) * second.reshape(1)
     return scale * number if number != 1.0 else scale

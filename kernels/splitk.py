@@ -17,7 +17,7 @@ from theodolite.kernels.streamk import _reduce_slices
 
 @triton.jit(do_not_specialize=RUNTIME_INTS)
 def splitk_kernel(
-    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr, lock_ptr,
+    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, ws_ptr, lock_ptr,
     M, N, K, LM, LN, KA, KB, num_tiles,
     stride_ab, stride_a, stride_bb, stride_b,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
@@ -51,7 +51,8 @@ def splitk_kernel(
     # the partial to ws[tile * SPLIT_K + s], counted in at lock[tile]; then the last slice to arrive reduces the tile,
     # or (SPIN: config.cooperative_reduction on a GPU) every slice its row chunks s, s + SPLIT_K, ... after all arrived
     _reduce_slices(
-        acc, ws_ptr, lock_ptr, tile, s, SPLIT_K, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+        acc, ws_ptr, lock_ptr, tile, s, SPLIT_K, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n,
+        M, N,
         stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
         BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC, CHUNKS, SPIN,
     )  # fmt: skip
@@ -59,7 +60,7 @@ def splitk_kernel(
 
 @triton.jit(do_not_specialize=RUNTIME_INTS)
 def splitk_reduce(
-    out_ptr, c_ptr, bias_ptr, scale_ptr, ws_ptr,
+    out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, ws_ptr,
     M, N, num_tiles,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
     alpha, beta,
@@ -77,7 +78,7 @@ def splitk_reduce(
     for s in tl.static_range(SPLIT_K):
         acc += tl.load(ws_ptr + (s * num_tiles + tile).to(tl.int64) * (BLOCK_M * BLOCK_N) + r)
     epilogue(
-        acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, pid_m, pid_n, M, N,
+        acc, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, pid_m, pid_n, M, N,
         stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
         BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
     )  # fmt: skip

@@ -54,7 +54,7 @@ def _load_b(b_desc, bid, off_n, off_k, BLOCK_N: tl.constexpr, BLOCK_K: tl.conste
 
 @triton.jit(do_not_specialize=RUNTIME_INTS + ["batch"])
 def tma_kernel(
-    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, b1_ptr,
+    a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, b1_ptr,
     M, N, K, LM, LN, KA, KB, num_tiles,
     stride_ab, stride_a, stride_bb, stride_b,
     stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn,
@@ -124,13 +124,13 @@ def tma_kernel(
                 b1 = _load_b(b1_desc, bid, off_n + BLOCK_N, kk * BLOCK_K, BLOCK_N1, BLOCK_K, B_KMAJOR, BATCHED)
                 acc1 = tl.dot(a, b1, acc1, input_precision=PRECISION)
         epilogue_at(
-            acc, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, off_m, off_n, M, N,
+            acc, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, off_m, off_n, M, N,
             stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
             BLOCK_M, BLOCK_N, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
         )  # fmt: skip
         if BLOCK_N1 > 0:
             epilogue_at(
-                acc1, out_ptr, c_ptr, bias_ptr, scale_ptr, bid, off_m, off_n + BLOCK_N, M, N,
+                acc1, out_ptr, c_ptr, bias_ptr, scale_ptr, scale2_ptr, bid, off_m, off_n + BLOCK_N, M, N,
                 stride_ob, stride_om, stride_on, stride_cb, stride_cm, stride_cn, alpha, beta,
                 BLOCK_M, BLOCK_N1, HAS_C, BIAS_MODE, HAS_SCALE, OUT_VEC, C_VEC, N_VEC,
             )  # fmt: skip

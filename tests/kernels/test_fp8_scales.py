@@ -205,3 +205,21 @@ def test_a_repeated_matmul_takes_its_own_runner(cached_launches: list[int], monk
         api.matmul(a2, b2, out=target, profile=profile)
     assert calls[0] == 6 and rel_error(target, a2.double() @ b2.double()) <= 1e-5  # out= always takes gemm()
     api.clear_caches()
+
+
+@pytest.mark.parametrize("variant", sorted(CONFIGS))
+def test_two_scale_tensors_reach_the_epilogue_as_two_pointers(variant: str) -> None:
+    """float32 scale_a and scale_b are the kernel's two scale pointers (HAS_SCALE 2): no launch multiplies them
+    first; other dtypes are converted, one tensor is the one pointer (HAS_SCALE 1)."""
+    a, b = fp8_pair(24, 40, 128, torch.float8_e4m3fn, seed=9)
+    sa, sb = torch.tensor(0.5), torch.tensor([3.0])
+    step = launch.plan_gemm(a, b, CONFIGS[variant], a_scale=sa, b_scale=sb, num_sms=3).steps[-1]
+    assert step.kwargs["HAS_SCALE"] == 2 and step.args[5] is sa and step.args[6] is sb
+    assert step.sources[5:7] == (5, 6)
+    step = launch.plan_gemm(a, b, CONFIGS[variant], b_scale=sb, num_sms=3).steps[-1]
+    assert step.kwargs["HAS_SCALE"] == 1 and step.args[5] is sb and step.sources[5:7] == (5, 2)
+    half = torch.tensor(2.0, dtype=torch.bfloat16)
+    step = launch.plan_gemm(a, b, CONFIGS[variant], a_scale=half, b_scale=sb, num_sms=3).steps[-1]
+    assert step.kwargs["HAS_SCALE"] == 2 and step.args[5].dtype == torch.float32 and step.args[6] is sb
+    step = launch.plan_gemm(a, b, CONFIGS[variant], a_scale=2.0, num_sms=3).steps[-1]
+    assert step.kwargs["HAS_SCALE"] == 0 and step.kwargs["alpha"] == 2.0

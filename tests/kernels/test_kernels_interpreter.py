@@ -114,8 +114,8 @@ def test_tma_host_descriptors(monkeypatch: pytest.MonkeyPatch, layout: str) -> N
     check(run(a, b, CONFIGS["tma"]), a, b, torch.float32)
     step = plan_gemm(a, b, CONFIGS["tma"]).steps[-1]
     assert step.kwargs["HOST_DESC"] and [type(x).__name__ for x in step.args[:2]] == ["TensorDescriptor"] * 2
-    # out, the dummies of C, bias and scale, and B again for the composite tile's unused second part
-    assert step.sources[2:] == (2, 2, 2, 2, 1)
+    # out, the dummies of C, bias and the two scales, and B again for the composite tile's unused second part
+    assert step.sources[2:] == (2, 2, 2, 2, 2, 1)
 
 
 def test_tma_host_descriptors_batched_and_copied(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -594,8 +594,8 @@ def test_composite_tiles_every_layout(monkeypatch: pytest.MonkeyPatch, layout: s
     step = plan_gemm(a, b, COMPOSITE).steps[-1]
     assert step.kwargs["BLOCK_N1"] == 16 and step.kwargs["num_tiles"] == 2 * 2  # 20 x 56 in 16 x 32 tiles
     if host == "1":
-        boxes = [x.block_shape for x in (step.args[1], step.args[6])]
-        assert sorted(boxes) == [[16, 16], [16, 16]] and type(step.args[6]).__name__ == "TensorDescriptor"
+        boxes = [x.block_shape for x in (step.args[1], step.args[7])]
+        assert sorted(boxes) == [[16, 16], [16, 16]] and type(step.args[7]).__name__ == "TensorDescriptor"
 
 
 def test_composite_tiles_batched_and_copied(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -611,4 +611,4 @@ def test_composite_tiles_batched_and_copied(monkeypatch: pytest.MonkeyPatch) -> 
     a2, b2 = operand(24, 36, False, torch.float16), operand(36, 45, False, torch.float16)  # B's rows: 90 bytes
     check(run(a2, b2, COMPOSITE), a2, b2, torch.float16)
     sources = plan_gemm(a2, b2, COMPOSITE).steps[-1].sources
-    assert sources[1] is None and sources[6] is None  # both B parts' descriptors over the padded copy
+    assert sources[1] is None and sources[7] is None  # both B parts' descriptors over the padded copy
