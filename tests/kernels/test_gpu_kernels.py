@@ -116,6 +116,33 @@ def test_fp8_with_scales(fp8: str, layout: str, variant: str) -> None:
     assert key in launch._FAST
 
 
+def test_matmul_runner_with_two_scales_in_a_cuda_graph() -> None:
+    """theodolite.matmul's repeat takes its runner (two scale pointers, no product launch): eager and captured in a
+    CUDA graph, a scale updated in place between replays is read anew."""
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("fp8 needs sm_89+")
+    from theodolite import api
+
+    api.clear_caches()
+    x = (torch.randn(8, 4096, device="cuda") / 4).to(torch.float8_e4m3fn)
+    w = (torch.randn(1024, 4096, device="cuda") / 4).to(torch.float8_e4m3fn)
+    sa, sb = torch.tensor(0.5, device="cuda"), torch.tensor([3.0], device="cuda")
+    ref = x.double() @ w.double().t()
+    for _ in range(2):
+        out = api.matmul(x, w.t(), scale_a=sa, scale_b=sb)
+        assert out.dtype == torch.bfloat16 and rel_error(out, ref * 1.5) <= TOL["bf16"]
+    assert api._MATMUL_RUNNERS
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = api.matmul(x, w.t(), scale_a=sa, scale_b=sb)
+    for value in (0.5, 2.0):
+        sa.fill_(value)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_error(captured, ref * value * 3.0) <= TOL["bf16"], value
+    api.clear_caches()
+
+
 def test_epilogue_and_batch_bf16() -> None:
     k = _kernels()
     a = torch.randn(3, 300, 520, device="cuda", dtype=torch.bfloat16)
