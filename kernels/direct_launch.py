@@ -82,7 +82,9 @@ def _direct_launcher(compiled: Any, grid: tuple[int, ...]) -> Callable[..., None
     from triton.runtime import driver
 
     active = driver.active
-    get_device = active.get_current_device
+    # torch.cuda.current_device() is _lazy_init() then this C call: CUDA is initialized once a kernel has compiled
+    # here, and the wrapper cost ~2 us a launch on the one-GPU H200 host (bench-linear's host profile)
+    get_device = getattr(torch._C, "_cuda_getDevice", None) or active.get_current_device
     get_stream = active.get_current_stream
     launcher = compiled.run
     function = compiled.function
