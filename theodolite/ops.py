@@ -84,7 +84,7 @@ def _unit_stride(x: Tensor) -> Tensor:
 class _Gemm:
     """``a @ b (+ bias)`` for one argument metadata: the model's config picked once, then gemm()'s cached launch."""
 
-    __slots__ = ("config", "sms", "precision", "fast")
+    __slots__ = ("config", "sms", "precision", "fast", "fast_w")
 
     def __init__(self, a: Tensor, b: Tensor, precision: str | None) -> None:
         from theodolite import api
@@ -95,16 +95,37 @@ class _Gemm:
         self.sms = int(profile.value("sm_count"))
         self.precision = precision
         self.fast: Callable[..., Tensor] | None = None
+        self.fast_w: Callable[..., Tensor] | None = None  # ``fast`` where it reads b by its address alone
 
     def __call__(self, a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
         fast = self.fast
         if fast is not None:
             return fast(a, b, None, None, bias)
-        from theodolite.kernels.launch import cached_runner, gemm
+        from theodolite.kernels.launch import cached_runner, gemm, reads_b_by_address
 
         out = gemm(a, b, self.config, bias=bias, num_sms=self.sms, precision=self.precision)
-        self.fast = cached_runner(a, b, self.config, bias=bias, num_sms=self.sms, precision=self.precision)
+        self.fast = fast = cached_runner(a, b, self.config, bias=bias, num_sms=self.sms, precision=self.precision)
+        self.fast_w = fast if fast is not None and reads_b_by_address(fast) else None
         return out
+
+
+class _LinearGemm:
+    """``F.linear(x, w, bias)`` as ``x @ w.t()`` for one metadata; once the launch cache's runner reads b by its
+    address alone, it takes ``w`` itself: no ``w.t()`` view a call."""
+
+    __slots__ = ("gemm", "k", "out_shape")
+
+    def __init__(self, gemm: _Gemm, k: int, out_shape: tuple[int, ...] | None) -> None:
+        self.gemm = gemm
+        self.k = k
+        self.out_shape = out_shape  # None: x is 2-D with a unit stride, run as it is
+
+    def __call__(self, x: Tensor, w: Tensor, bias: Tensor | None) -> Tensor:
+        if self.out_shape is not None:
+            x = _unit_stride(x.reshape(-1, self.k))
+        fast = self.gemm.fast_w
+        out = fast(x, w, None, None, bias) if fast is not None else self.gemm(x, w.t(), bias)
+        return out if self.out_shape is None else out.view(self.out_shape)
 
 
 def _torch_linear(x: Tensor, w: Tensor, bias: Tensor | None) -> Tensor:
@@ -125,14 +146,7 @@ def _linear_runner(x: Tensor, w: Tensor, bias: Tensor | None) -> Runner:
     out_shape = (*x.shape[:-1], n)
     flat = x.dim() == 2 and (x.stride(-1) == 1 or x.stride(-2) == 1)
     x2 = x if flat else _unit_stride(x.reshape(-1, k))
-    run = _Gemm(x2, w.t(), _fp32_precision(x.dtype))
-    if flat:
-        return lambda x, w, bias: run(x, w.t(), bias)
-
-    def reshaped(x: Tensor, w: Tensor, bias: Tensor | None) -> Tensor:
-        return run(_unit_stride(x.reshape(-1, k)), w.t(), bias).view(out_shape)
-
-    return reshaped
+    return _LinearGemm(_Gemm(x2, w.t(), _fp32_precision(x.dtype)), k, None if flat else out_shape)
 
 
 def _torch_mm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
