@@ -234,8 +234,9 @@ def epilogue_at(
     C_VEC: tl.constexpr,
     N_VEC: tl.constexpr,
 ):
-    """out = alpha * scale * acc + beta * C + bias, cast to out's dtype, for the BLOCK_M x BLOCK_N block at rows
-    ``off_m`` and columns ``off_n`` (a composite tile's parts have their own); rows/columns past the edge masked.
+    """out = alpha * scale * acc + beta * C + bias (scale: fp8's, per tensor or per row and column), cast to out's
+    dtype, for the BLOCK_M x BLOCK_N block at rows ``off_m`` and columns ``off_n`` (a composite tile's parts have
+    their own); rows/columns past the edge masked.
 
     ``BIAS_MODE``: 0 none, 1 per column (length N), 2 per row (length M).  ``OUT_VEC``/``C_VEC``:
     0 for any strides, v >= 1 when columns are contiguous and row/batch strides are multiples of v;
@@ -245,11 +246,19 @@ def epilogue_at(
     rn = off_n + tl.arange(0, BLOCK_N)
     n_bound = (N // N_VEC) * N_VEC
     mask = (rm[:, None] < M) & (rn[None, :] < n_bound)
-    if HAS_SCALE >= 1:  # fp8's per-tensor scales: one fp32 element each (2: scale_a's and scale_b's)
+    # fp8's scales (kernels.operands.SCALE_*): one fp32 element (1, 2: scale_a's and scale_b's), or one per row of A
+    # and one per column of B (3 both; 4 rows, 5 columns alone; 6 rows, 7 columns, with one element in scale2_ptr)
+    if HAS_SCALE == 1 or HAS_SCALE == 2:
         alpha = alpha * tl.load(scale_ptr)
-    if HAS_SCALE == 2:
+    if HAS_SCALE == 2 or HAS_SCALE >= 6:
         alpha = alpha * tl.load(scale2_ptr)
     acc = acc * alpha
+    if HAS_SCALE == 3 or HAS_SCALE == 4 or HAS_SCALE == 6:
+        acc = acc * tl.load(scale_ptr + rm, mask=rm < M, other=0.0)[:, None]
+    if HAS_SCALE == 5 or HAS_SCALE == 7:
+        acc = acc * tl.load(scale_ptr + rn, mask=rn < N, other=0.0)[None, :]
+    if HAS_SCALE == 3:
+        acc = acc * tl.load(scale2_ptr + rn, mask=rn < N, other=0.0)[None, :]
     if HAS_C:
         if C_VEC > 0:
             stride_cm = (stride_cm // C_VEC) * C_VEC

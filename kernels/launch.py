@@ -194,7 +194,7 @@ def plan_gemm(
         bias = bias.reshape(-1)
         if bias.stride(0) != 1:
             bias = bias.contiguous()
-    rule, scale_number = scale_rule(a_scale, b_scale, device)
+    rule, scale_number, scale_form = scale_rule(a_scale, b_scale, device, m, n, batch)
     if (a_scale is not None or b_scale is not None) and not problem.dtype.startswith("fp8"):
         raise ConfigError(f"scale_a/scale_b apply to fp8 inputs only, not {problem.dtype}")
     scale, scale2 = rule(a_scale, b_scale) if rule is not None else (None, None)
@@ -282,7 +282,7 @@ def plan_gemm(
     flags = dict(
         HAS_C=c3 is not None,
         BIAS_MODE=bias_mode,
-        HAS_SCALE=0 if scale is None else (1 if scale2 is None else 2),
+        HAS_SCALE=scale_form,
         OUT_VEC=out_vec,
         C_VEC=c_vec,
         N_VEC=n_vec,

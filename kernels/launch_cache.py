@@ -108,14 +108,14 @@ def _meta(x: Any) -> tuple[Any, ...] | None:
 
 def _scale_meta(x: Any) -> Any:
     """What a plan depends on of an fp8 scale: None; a number's value (folded into alpha); a tensor's device, dtype,
-    shape (its rule; ``scale_rule`` checked them) and address modulo 16 bytes (the pointer's specialization); False:
-    neither (the full path names the error)."""
+    shape and strides (its rule; ``scale_rule`` checked them) and address modulo 16 bytes (the pointer's
+    specialization); False: neither (the full path names the error)."""
     if x is None:
         return None
     if type(x) in _NUMBER:
         return float(x)
     if isinstance(x, torch.Tensor):
-        return (x.device, x.dtype, x.shape, x.data_ptr() & 15)
+        return (x.device, x.dtype, x.shape, x.stride(), x.data_ptr() & 15)
     return False
 
 

@@ -3,7 +3,7 @@
 ``problem_of`` turns ``a @ b`` into a ``Problem`` (sizes, dtype name, layout, row alignment), raising a
 ``ConfigError`` that names what is wrong before anything launches; ``_operand`` gives the 3-D view, the
 contiguous dimension, leading and batch strides of one input; ``_unaligned_vec`` the vector width of rows that
-are not 16-byte aligned; ``scale_rule`` how the fp8 per-tensor scales reach the epilogue.
+are not 16-byte aligned; ``scale_rule`` how the fp8 scales (per tensor or rowwise) reach the epilogue.
 """
 
 from __future__ import annotations
@@ -164,6 +164,24 @@ def _unaligned_vec(op: _Operand, vec: int) -> int:
 
 ScaleRule = Callable[[Any, Any], tuple[torch.Tensor, torch.Tensor | None]]
 
+# HAS_SCALE, the epilogue's scale form (kernels.epilogue.epilogue_at): which of its two scale pointers carry what.
+# One element scales the whole product (per tensor); a vector of M (rows of A) or N (columns of B) scales its rows or
+# columns (rowwise, as torch._scaled_mm takes scale_a [M, 1] and scale_b [1, N]).
+SCALE_NONE, SCALE_ONE, SCALE_TWO = 0, 1, 2  # no scale; one element; one element each
+SCALE_ROWS_COLS, SCALE_ROWS, SCALE_COLS = 3, 4, 5  # rows and columns; rows alone; columns alone (first pointer)
+SCALE_ROWS_ONE, SCALE_COLS_ONE = 6, 7  # rows or columns (first pointer) and one element (second)
+
+
+def _fp32(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float32)
+
+
+def _fp32_vector(x: torch.Tensor) -> torch.Tensor:
+    """A row or column scale as the epilogue reads it: float32, its elements consecutive."""
+    if x.dtype is torch.float32 and x.is_contiguous():
+        return x
+    return x.to(torch.float32).contiguous()
+
 
 def _scale_a(a_scale: torch.Tensor, b_scale: Any) -> tuple[torch.Tensor, None]:
     return a_scale, None
@@ -189,51 +207,98 @@ def _scale_both_fp32(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torc
     return a_scale.to(torch.float32), b_scale.to(torch.float32)
 
 
-def scale_rule(a_scale: Any, b_scale: Any, device: torch.device) -> tuple[ScaleRule | None, float]:
-    """How a call's per-tensor fp8 scales reach the epilogue: (rule, number).
+def _rows_cols(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _fp32_vector(a_scale), _fp32_vector(b_scale)
 
-    ``rule(a_scale, b_scale)`` gives the one or two fp32 elements on the device that the epilogue loads and
-    multiplies into ``alpha`` (None: no tensor scale); ``number`` is the product of the scales given as Python
-    numbers, folded into ``alpha`` on the host.  float32 scale tensors are passed as they are (two: both pointers,
-    no launch of their own), others converted first.
-    The rule depends only on which scales are tensors and their dtypes (the launch cache's key holds both), so a
-    cached launch re-applies it to each call's scales: the values are never read on the host (no synchronization;
-    CUDA graphs can capture the call, and a scale updated in place between calls is read anew)."""
+
+def _rows(a_scale: torch.Tensor, b_scale: Any) -> tuple[torch.Tensor, None]:
+    return _fp32_vector(a_scale), None
+
+
+def _cols(a_scale: Any, b_scale: torch.Tensor) -> tuple[torch.Tensor, None]:
+    return _fp32_vector(b_scale), None
+
+
+def _rows_one(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _fp32_vector(a_scale), _fp32(b_scale)
+
+
+def _cols_one(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _fp32_vector(b_scale), _fp32(a_scale)
+
+
+def _scale_kind(name: str, value: torch.Tensor, length: int, batch: int, what: str) -> str:
+    """'one' (a per-tensor scale) or 'vector' (one per row of A / column of B), else a ConfigError naming both forms."""
+    if value.numel() == 1:
+        return "one"
+    shapes = ((length, 1), (length,)) if name == "scale_a" else ((1, length), (length,))
+    if tuple(value.shape) in shapes and batch == 1:
+        return "vector"
+    rowwise = " x ".join(map(str, shapes[0]))
+    raise ConfigError(
+        f"{name} must be a per-tensor scale (one element) or one per {what} ([{rowwise}], rowwise as "
+        f"torch._scaled_mm{'' if batch == 1 else ', 2-D problems only'}), got shape {tuple(value.shape)}"
+    )
+
+
+def scale_rule(
+    a_scale: Any, b_scale: Any, device: torch.device, m: int = 1, n: int = 1, batch: int = 1
+) -> tuple[ScaleRule | None, float, int]:
+    """How a call's fp8 scales reach the epilogue: (rule, number, HAS_SCALE).
+
+    Per-tensor scales are one element each; rowwise ones (as ``torch._scaled_mm``) one per row of A (``scale_a``
+    [M, 1] or [M]) and one per column of B (``scale_b`` [1, N] or [N]), for a 2-D problem.  ``rule(a_scale,
+    b_scale)`` gives what the epilogue's two scale pointers load (None: no tensor scale): float32 tensors are passed
+    as they are (a vector when its elements are consecutive), others converted first; ``number`` is the product of
+    the scales given as Python numbers, folded into ``alpha`` on the host; HAS_SCALE the epilogue's form of the two
+    (``SCALE_*``).  The rule depends only on which scales are tensors, their dtypes, shapes and strides (the launch
+    cache's key holds them), so a cached launch re-applies it to each call's scales: the values are never read on
+    the host (no synchronization; CUDA graphs can capture the call, and a scale updated in place between calls is
+    read anew)."""
     if a_scale is None and b_scale is None:
-        return None, 1.0
-    tensors: list[tuple[int, torch.Tensor]] = []
+        return None, 1.0, SCALE_NONE
+    tensors: list[tuple[int, torch.Tensor, str]] = []
     number = 1.0
-    for slot, name, value in ((0, "scale_a", a_scale), (1, "scale_b", b_scale)):
+    for slot, name, value, length, what in (
+        (0, "scale_a", a_scale, m, "row of a"), (1, "scale_b", b_scale, n, "column of b"),
+    ):  # fmt: skip
         if value is None:
             continue
         if isinstance(value, torch.Tensor):
-            if value.numel() != 1:
-                raise ConfigError(f"{name} must be a per-tensor scale (one element), got shape {tuple(value.shape)}")
+            kind = _scale_kind(name, value, length, batch, what)
             if not value.is_floating_point():
                 raise ConfigError(
                     f"{name} must be a floating-point tensor (float32, as torch._scaled_mm), got {value.dtype}"
                 )
             if value.device != device:
                 raise ConfigError(f"{name} is on {value.device}, the inputs on {device}")
-            tensors.append((slot, value))
+            tensors.append((slot, value, kind))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             number *= float(value)
         else:
-            raise ConfigError(f"{name} must be a float or a one-element tensor, got {type(value).__name__}")
-    fp32 = all(t.dtype == torch.float32 for _, t in tensors)
+            raise ConfigError(f"{name} must be a float or a tensor (per tensor or rowwise), got {type(value).__name__}")
     if not tensors:
-        return None, number
-    if len(tensors) == 2:
-        return (_scale_both if fp32 else _scale_both_fp32), number
-    if tensors[0][0] == 0:
-        return (_scale_a if fp32 else _scale_a_fp32), number
-    return (_scale_b if fp32 else _scale_b_fp32), number
+        return None, number, SCALE_NONE
+    kinds = {slot: kind for slot, _, kind in tensors}
+    if "vector" not in kinds.values():
+        fp32 = all(t.dtype == torch.float32 for _, t, _ in tensors)
+        if len(tensors) == 2:
+            return (_scale_both if fp32 else _scale_both_fp32), number, SCALE_TWO
+        if tensors[0][0] == 0:
+            return (_scale_a if fp32 else _scale_a_fp32), number, SCALE_ONE
+        return (_scale_b if fp32 else _scale_b_fp32), number, SCALE_ONE
+    a_kind, b_kind = kinds.get(0), kinds.get(1)
+    if a_kind == "vector" and b_kind == "vector":
+        return _rows_cols, number, SCALE_ROWS_COLS
+    if a_kind == "vector":
+        return (_rows, number, SCALE_ROWS) if b_kind is None else (_rows_one, number, SCALE_ROWS_ONE)
+    return (_cols, number, SCALE_COLS) if a_kind is None else (_cols_one, number, SCALE_COLS_ONE)
 
 
 def _scale_tensor(a_scale: Any, b_scale: Any, device: torch.device) -> torch.Tensor | None:
     """One fp32 element on the device, the product of the per-tensor scales (``scale_rule`` with the numbers
     multiplied in); None without scales."""
-    rule, number = scale_rule(a_scale, b_scale, device)
+    rule, number, _ = scale_rule(a_scale, b_scale, device)
     if rule is None:
         return None if a_scale is None and b_scale is None else torch.full((1,), number, dtype=torch.float32,
                                                                            device=device)  # fmt: skip

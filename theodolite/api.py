@@ -317,8 +317,9 @@ def matmul(
     """``alpha * a @ b + beta * c + bias`` with the model's config: a drop-in for torch.matmul on 2-D/3-D tensors.
 
     fp8 (``torch.float8_e4m3fn``/``float8_e5m2``, as ``torch._scaled_mm``): ``scale_a``/``scale_b`` are per-tensor
-    scales (one-element float32 tensors, or floats), multiplied into the result in the kernel's epilogue on the
-    device (never read on the host, so the call can be captured in a CUDA graph); the output is ``out_dtype``
+    scales (one-element float32 tensors, or floats) or rowwise ones (2-D problems: ``scale_a`` ``[M, 1]`` one per row
+    of a, ``scale_b`` ``[1, N]`` one per column of b, float32), multiplied into the result in the kernel's epilogue
+    on the device (never read on the host, so the call can be captured in a CUDA graph); the output is ``out_dtype``
     (``torch.bfloat16`` by default, ``float16`` or ``float32``).  B stored K-major (``w.t()`` of an ``[N, K]``
     weight, layout nt) is the fast path; B stored N-major is copied K-major first (``_plan``; ``copy_cost_s`` is
     the model's price of that copy).  If the pick fails to compile or launch here,

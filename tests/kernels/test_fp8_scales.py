@@ -1,5 +1,5 @@
-"""fp8 per-tensor scales on the CPU (Triton's interpreter runs fp8 dots): every form of scale gives the scaled
-product, and a repeated scaled call takes gemm()'s launch cache (no new plan) with each call's scale values.
+"""fp8 scales on the CPU (Triton's interpreter runs fp8 dots), per tensor and rowwise: every form of scale gives the
+scaled product, and a repeated scaled call takes gemm()'s launch cache (no new plan) with each call's scale values.
 
 The launch cache is off in the interpreter (no compiled kernel to launch directly); ``cached_launches`` turns it on
 with each launch run through the interpreter from the arguments the cache re-binds, so what a GPU's direct launch
@@ -25,6 +25,7 @@ FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 CONFIGS = {
     "persistent": GemmConfig("persistent", 16, 16, 32, 2, 4, 2),
     "tma": GemmConfig("tma", 16, 16, 32, 2, 4, 2),
+    "tma composite": GemmConfig("tma", 16, 16, 32, 2, 4, 2, block_n1=16),
     "streamk": GemmConfig("streamk", 16, 16, 32, 2, 4, 2),
     "splitk": GemmConfig("splitk", 16, 16, 32, 2, 4, 2, split_k=3),
 }
@@ -141,7 +142,7 @@ def test_bad_scales_are_named_before_any_launch(cached_launches: list[int]) -> N
     a, b = fp8_pair(16, 16, 32, torch.float8_e4m3fn, seed=5)
     config = CONFIGS["persistent"]
     for sa, match in ((torch.ones(2), "per-tensor"), (torch.ones(1, dtype=torch.int32), "floating-point"),
-                      ("2", "float or a one-element tensor"), (True, "float or a one-element tensor")):  # fmt: skip
+                      ("2", "float or a tensor"), (True, "float or a tensor")):  # fmt: skip
         with pytest.raises(ConfigError, match=match):
             gemm(a, b, config, a_scale=sa)
     x = torch.randn(16, 32)
@@ -223,3 +224,98 @@ def test_two_scale_tensors_reach_the_epilogue_as_two_pointers(variant: str) -> N
     assert step.kwargs["HAS_SCALE"] == 2 and step.args[5].dtype == torch.float32 and step.args[6] is sb
     step = launch.plan_gemm(a, b, CONFIGS[variant], a_scale=2.0, num_sms=3).steps[-1]
     assert step.kwargs["HAS_SCALE"] == 0 and step.kwargs["alpha"] == 2.0
+
+
+def rowwise(m: int, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """scale_a [M, 1] and scale_b [1, N] as torch._scaled_mm takes them rowwise (float32, positive)."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.rand(m, 1, generator=gen) + 0.5, torch.rand(1, n, generator=gen) + 0.5
+
+
+def scaled(exact: torch.Tensor, sa: Any, sb: Any) -> torch.Tensor:
+    """The exact product scaled by per-tensor or rowwise scales (None: 1)."""
+    out = exact
+    for s, shape in ((sa, (-1, 1)), (sb, (1, -1))):
+        if isinstance(s, torch.Tensor):
+            out = out * (s.double().reshape(()) if s.numel() == 1 else s.double().reshape(shape))
+        elif s is not None:
+            out = out * s
+    return out
+
+
+@pytest.mark.parametrize("variant", sorted(CONFIGS))
+def test_rowwise_scales_scale_rows_and_columns(variant: str) -> None:
+    """One scale per row of A and one per column of B (torch._scaled_mm's rowwise form), alone, together, with a
+    per-tensor scale or a number beside them, of any float dtype and strides: rows and columns past the tiles' edge
+    (M = 40, N = 56 in 16-wide tiles) masked."""
+    m, n = 40, 56
+    a, b = fp8_pair(m, n, 96, torch.float8_e4m3fn, seed=10)
+    exact = a.double() @ b.double()
+    rows, cols = rowwise(m, n, seed=11)
+    strided_cols = torch.rand(n, 3)[:, 1] + 0.5  # [N] with stride 3: copied to consecutive float32
+    forms = {
+        "rows and columns": (rows, cols),
+        "rows [M], columns [N]": (rows.reshape(m), cols.reshape(n)),
+        "rows alone, bfloat16": (rows.to(torch.bfloat16), None),
+        "columns alone, strided": (None, strided_cols),
+        "rows and one element": (rows, torch.tensor([2.0])),
+        "one element and columns": (torch.tensor(0.25), cols),
+        "rows and a number": (rows, 3.0),
+    }
+    for name, (sa, sb) in forms.items():
+        out = gemm(a, b, CONFIGS[variant], a_scale=sa, b_scale=sb, out_dtype=torch.float32, alpha=0.5, num_sms=3)
+        assert rel_error(out, scaled(exact, sa, sb) * 0.5) <= 1e-5, (variant, name)
+    out = gemm(a, b, CONFIGS[variant], a_scale=rows, b_scale=cols, num_sms=3)
+    assert out.dtype == torch.bfloat16 and rel_error(out, scaled(exact, rows, cols)) <= 1e-2
+
+
+def test_rowwise_forms_reach_the_epilogue() -> None:
+    """Each scale form's HAS_SCALE (kernels.operands.SCALE_*) and what its two pointers carry."""
+    from theodolite.kernels import operands
+
+    a, b = fp8_pair(24, 40, 64, torch.float8_e4m3fn, seed=12)
+    rows, cols = rowwise(24, 40, seed=13)
+    one = torch.tensor([2.0])
+    config = CONFIGS["persistent"]
+    for sa, sb, form, first, second in (
+        (rows, cols, operands.SCALE_ROWS_COLS, rows, cols), (rows, None, operands.SCALE_ROWS, rows, None),
+        (None, cols, operands.SCALE_COLS, cols, None), (rows, one, operands.SCALE_ROWS_ONE, rows, one),
+        (one, cols, operands.SCALE_COLS_ONE, cols, one), (one, one, operands.SCALE_TWO, one, one),
+    ):  # fmt: skip
+        step = launch.plan_gemm(a, b, config, a_scale=sa, b_scale=sb, num_sms=3).steps[-1]
+        assert step.kwargs["HAS_SCALE"] == form and step.args[5] is first
+        assert step.args[6] is second if second is not None else step.sources[6] == 2
+
+
+def test_rowwise_scales_of_the_wrong_shape_are_named(cached_launches: list[int]) -> None:
+    a, b = fp8_pair(24, 40, 64, torch.float8_e4m3fn, seed=14)
+    config = CONFIGS["persistent"]
+    for kwargs, match in (
+        ({"a_scale": torch.ones(40, 1)}, r"scale_a must be a per-tensor scale \(one element\) or one per row of a "
+                                         r"\(\[24 x 1\]"),
+        ({"b_scale": torch.ones(40, 1)}, r"one per column of b \(\[1 x 40\]"),
+        ({"a_scale": torch.ones(1, 24)}, "one per row of a"),
+    ):  # fmt: skip
+        with pytest.raises(ConfigError, match=match):
+            gemm(a, b, config, **kwargs)
+    a3, b3 = a.unsqueeze(0).expand(2, -1, -1), b.unsqueeze(0).expand(2, -1, -1)
+    with pytest.raises(ConfigError, match="2-D problems only"):
+        gemm(a3, b3, config, a_scale=torch.ones(24, 1))
+    assert len(launch._FAST) == 0  # named while planning: nothing ran, nothing cached
+
+
+def test_a_repeated_rowwise_call_takes_the_launch_cache(cached_launches: list[int]) -> None:
+    """New row and column scales of the same metadata reuse the plan and are read anew; a strided scale (copied to
+    consecutive float32 by the rule) is another key, not a consecutive scale's plan misreading it."""
+    config = CONFIGS["persistent"]
+    a, b = fp8_pair(24, 40, 64, torch.float8_e4m3fn, seed=15)
+    exact = a.double() @ b.double()
+    for seed in (16, 17):
+        rows, cols = rowwise(24, 40, seed=seed)
+        out = gemm(a, b, config, a_scale=rows, b_scale=cols, out_dtype=torch.float32, num_sms=3)
+        assert rel_error(out, scaled(exact, rows, cols)) <= 1e-5
+    assert cached_launches[0] == 1 and len(launch._FAST) == 1
+    strided = torch.rand(40, 2)[:, 0] + 0.5
+    out = gemm(a, b, config, a_scale=rows, b_scale=strided, out_dtype=torch.float32, num_sms=3)
+    assert rel_error(out, scaled(exact, rows, strided)) <= 1e-5
+    assert cached_launches[0] == 2 and len(launch._FAST) == 2

@@ -143,6 +143,47 @@ def test_matmul_runner_with_two_scales_in_a_cuda_graph() -> None:
     api.clear_caches()
 
 
+@pytest.mark.parametrize(
+    "key", ["persistent/64x64x128/g8/w4/s4/k1", "tma/128x128x128/g8/w8/s3/k1", "tma/128x128+32x64/g8/w8/s5/k1",
+            "streamk/128x128x128/g8/w8/s3/k1", "splitk/64x64x128/g8/w4/s4/k4"],
+)  # fmt: skip
+def test_fp8_rowwise_scales_match_scaled_mm(key: str) -> None:
+    """Rowwise scales (scale_a [M, 1], scale_b [1, N]) against torch._scaled_mm's rowwise call on the same operands:
+    bf16 output within bf16 rounding of it, on a shape whose edge tiles are partial; then matmul's runner captured in
+    a CUDA graph, a scale row updated in place between replays."""
+    k = _kernels()
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("torch._scaled_mm's rowwise scales need sm_90")
+    from theodolite import api
+
+    m, n, kk = 300, 528, 1024  # torch._scaled_mm wants N and K multiples of 16; the edge tiles stay partial
+    a = (torch.randn(m, kk, device="cuda") / 4).to(torch.float8_e4m3fn)
+    w = (torch.randn(n, kk, device="cuda") / 4).to(torch.float8_e4m3fn)
+    sa = torch.rand(m, 1, device="cuda") + 0.5
+    sb = torch.rand(1, n, device="cuda") + 0.5
+    config = k.GemmConfig.from_key(key)
+    reason = k.legality(config, k.problem_of(a, w.t()), k.device_limits(a.device))
+    if reason is not None:
+        pytest.skip(reason)
+    ref = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    exact = (a.double() @ w.double().t()) * sa.double() * sb.double()
+    out = k.gemm(a, w.t(), config, a_scale=sa, b_scale=sb)
+    assert out.dtype == torch.bfloat16 and rel_error(out, exact) <= TOL["bf16"] and rel_error(ref, exact) <= TOL["bf16"]
+    assert rel_error(out, ref.double()) <= 2 * TOL["bf16"]
+    api.clear_caches()
+    for _ in range(2):
+        api.matmul(a, w.t(), scale_a=sa, scale_b=sb)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = api.matmul(a, w.t(), scale_a=sa, scale_b=sb)
+    sa[7] = 4.0
+    graph.replay()
+    torch.cuda.synchronize()
+    exact = (a.double() @ w.double().t()) * sa.double() * sb.double()
+    assert rel_error(captured, exact) <= TOL["bf16"]
+    api.clear_caches()
+
+
 def test_epilogue_and_batch_bf16() -> None:
     k = _kernels()
     a = torch.randn(3, 300, 520, device="cuda", dtype=torch.bfloat16)
