@@ -425,7 +425,8 @@ def gemm(
     - a ``[M, K]`` or ``[batch, M, K]``, b ``[K, N]`` or ``[batch, K, N]`` (a 2-D operand broadcasts
       over the batch); any strides with one unit-stride dimension (others are copied).
     - dtypes fp16, bf16, fp32 (tf32 math unless ``precision="ieee"``), fp8 e4m3/e5m2 with
-      per-tensor ``a_scale``/``b_scale`` (float or one-element tensor; Hopper and newer).
+      ``a_scale``/``b_scale`` per tensor (float or one-element tensor) or rowwise (``[M, 1]`` and ``[1, N]``, 2-D
+      problems); Hopper and newer.
     - output dtype: ``out_dtype`` or ``out.dtype``; default the input dtype (fp32 for fp32 and fp8).
     - ``c`` broadcasts to the output (read only when beta != 0); ``bias`` of shape ``(N,)`` or
       ``(1, N)`` is per column (like ``nn.Linear``), ``(M,)`` or ``(M, 1)`` per row; a 1-D bias
