@@ -40,3 +40,28 @@ def _private_grid_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Candidate grids (model.grid_cache) go to a fresh folder: tests neither read a stale user cache nor
     leave files in the home directory."""
     os.environ["THEODOLITE_CACHE_DIR"] = str(tmp_path_factory.mktemp("theodolite-cache"))
+
+
+@pytest.fixture
+def interpreted_launch_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gemm()'s launch cache on in Triton's interpreter (it is off there: no compiled kernel to launch directly): each
+    launch the cache re-binds runs through the interpreter with the arguments a GPU's direct launch would receive.
+    Its entries leave with the test."""
+    import inspect
+
+    from theodolite.kernels import launch  # lazily: interpreter tests set TRITON_INTERPRET before the kernels load
+
+    def compile_through_interpreter(self):  # type: ignore[no-untyped-def]
+        signature = inspect.signature(self.kernel.fn)
+        kwargs = {key: value for key, value in self.kwargs.items() if key in signature.parameters}
+        bound = signature.bind(*self.args, **kwargs)
+        bound.apply_defaults()
+        self.ordered = list(bound.arguments.values())
+        kernel, grid = self.kernel, self.grid
+        self.runner = lambda *args: kernel[grid](*args)
+        self.runner(*self.ordered)
+        return True
+
+    monkeypatch.setattr(launch._Launch, "compile", compile_through_interpreter)
+    monkeypatch.setattr(launch, "fast_launch_enabled", lambda: True)
+    monkeypatch.setattr(launch, "_FAST", {})

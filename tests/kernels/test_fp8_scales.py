@@ -8,7 +8,6 @@ would receive is what runs here.
 
 from __future__ import annotations
 
-import inspect
 import os
 from typing import Any
 
@@ -70,20 +69,9 @@ def test_every_scale_form_scales_the_product(variant: str, dtype: torch.dtype) -
 
 
 @pytest.fixture
-def cached_launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """gemm()'s launch cache on in the interpreter; returns a one-element list counting plan_gemm calls."""
-
-    def compile_through_interpreter(self: Any) -> bool:
-        signature = inspect.signature(self.kernel.fn)
-        kwargs = {key: value for key, value in self.kwargs.items() if key in signature.parameters}
-        bound = signature.bind(*self.args, **kwargs)
-        bound.apply_defaults()
-        self.ordered = list(bound.arguments.values())
-        kernel, grid = self.kernel, self.grid
-        self.runner = lambda *args: kernel[grid](*args)
-        self.runner(*self.ordered)
-        return True
-
+def cached_launches(interpreted_launch_cache: None, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """gemm()'s launch cache on in the interpreter (tests/conftest.py); returns a one-element list counting
+    plan_gemm calls."""
     plans = [0]
     plan_gemm = launch.plan_gemm
 
@@ -91,12 +79,8 @@ def cached_launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         plans[0] += 1
         return plan_gemm(*args, **kwargs)
 
-    monkeypatch.setattr(launch._Launch, "compile", compile_through_interpreter)
-    monkeypatch.setattr(launch, "fast_launch_enabled", lambda: True)
     monkeypatch.setattr(launch, "plan_gemm", counted)
-    launch._FAST.clear()
-    yield plans
-    launch._FAST.clear()
+    return plans
 
 
 @pytest.mark.parametrize("variant", sorted(CONFIGS))

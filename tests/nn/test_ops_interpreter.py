@@ -336,29 +336,11 @@ def test_a_repeated_step_plans_nothing_on_the_launch_path(monkeypatch: pytest.Mo
 @pytest.mark.parametrize("lead", [(8,), (2, 4)])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_a_repeated_linear_hands_the_runner_the_weight_itself(
-    monkeypatch: pytest.MonkeyPatch, lead: tuple[int, ...], with_bias: bool
+    interpreted_launch_cache: None, monkeypatch: pytest.MonkeyPatch, lead: tuple[int, ...], with_bias: bool
 ) -> None:
     """The launch cache on in the interpreter (each launch run there): once a linear's runner is cached and reads W by
     its address alone, a repeat hands it W itself, no ``W.t()`` view; new data and new weights of the same metadata
     still give F.linear's numbers."""
-    import inspect
-
-    from theodolite.kernels import launch
-
-    def compile_through_interpreter(self):  # type: ignore[no-untyped-def]
-        signature = inspect.signature(self.kernel.fn)
-        kwargs = {key: value for key, value in self.kwargs.items() if key in signature.parameters}
-        bound = signature.bind(*self.args, **kwargs)
-        bound.apply_defaults()
-        self.ordered = list(bound.arguments.values())
-        kernel, grid = self.kernel, self.grid
-        self.runner = lambda *args: kernel[grid](*args)
-        self.runner(*self.ordered)
-        return True
-
-    monkeypatch.setattr(launch._Launch, "compile", compile_through_interpreter)
-    monkeypatch.setattr(launch, "fast_launch_enabled", lambda: True)
-    monkeypatch.setattr(launch, "_FAST", {})
     ops.linear(torch.randn(*lead, 24), torch.randn(40, 24), torch.randn(40) if with_bias else None)
     views = _count(monkeypatch, torch.Tensor, "t")
     for seed in range(3):
