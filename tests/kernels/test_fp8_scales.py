@@ -68,19 +68,24 @@ def test_every_scale_form_scales_the_product(variant: str, dtype: torch.dtype) -
     assert out.dtype == torch.bfloat16 and rel_error(out, exact * 0.5) <= 1e-2
 
 
+def count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """A one-element list counting the calls of ``launch.<name>`` while the test runs."""
+    calls = [0]
+    real = getattr(launch, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(launch, name, counted)
+    return calls
+
+
 @pytest.fixture
 def cached_launches(interpreted_launch_cache: None, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """gemm()'s launch cache on in the interpreter (tests/conftest.py); returns a one-element list counting
     plan_gemm calls."""
-    plans = [0]
-    plan_gemm = launch.plan_gemm
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        plans[0] += 1
-        return plan_gemm(*args, **kwargs)
-
-    monkeypatch.setattr(launch, "plan_gemm", counted)
-    return plans
+    return count_calls(monkeypatch, "plan_gemm")
 
 
 @pytest.mark.parametrize("variant", sorted(CONFIGS))
@@ -160,14 +165,7 @@ def test_a_repeated_matmul_takes_its_own_runner(cached_launches: list[int], monk
     from theodolite.profile import load_profile
 
     profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h200.h5")
-    calls = [0]
-    gemm_ = launch.gemm
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        return gemm_(*args, **kwargs)
-
-    monkeypatch.setattr(launch, "gemm", counted)
+    calls = count_calls(monkeypatch, "gemm")
     api.clear_caches()
     a, b = fp8_pair(24, 40, 64, torch.float8_e4m3fn, seed=7)
     sa, sb = torch.tensor(0.5), torch.tensor(3.0)
