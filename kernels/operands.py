@@ -172,10 +172,6 @@ SCALE_ROWS_COLS, SCALE_ROWS, SCALE_COLS = 3, 4, 5  # rows and columns; rows alon
 SCALE_ROWS_ONE, SCALE_COLS_ONE = 6, 7  # rows or columns (first pointer) and one element (second)
 
 
-def _fp32(x: torch.Tensor) -> torch.Tensor:
-    return x.to(torch.float32)
-
-
 def _fp32_vector(x: torch.Tensor) -> torch.Tensor:
     """A row or column scale as the epilogue reads it: float32, its elements consecutive."""
     if x.dtype is torch.float32 and x.is_contiguous():
@@ -220,11 +216,11 @@ def _cols(a_scale: Any, b_scale: torch.Tensor) -> tuple[torch.Tensor, None]:
 
 
 def _rows_one(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _fp32_vector(a_scale), _fp32(b_scale)
+    return _fp32_vector(a_scale), b_scale.to(torch.float32)
 
 
 def _cols_one(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _fp32_vector(b_scale), _fp32(a_scale)
+    return _fp32_vector(b_scale), a_scale.to(torch.float32)
 
 
 def _scale_kind(name: str, value: torch.Tensor, length: int, batch: int, what: str) -> str:
