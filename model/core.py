@@ -18,7 +18,8 @@ Structure (every hardware number from the profile via ``Hardware``):
 - the memory system is a shared fluid: all L2 requests over the L2 bandwidth, all HBM misses
   (distinct rows/columns of the tiles running at once under the grouped order, plus the reuse
   the effective L2 cannot hold) and stores over HBM bandwidth reachable from the active SMs;
-- kernel = max(SM time, memory time); total = launches + aligned copies + kernel + fix-up.
+- kernel = max(SM time, memory time) of the full waves + the same of the last wave (its reads at its own SMs'
+  read share); total = launches + aligned copies + kernel + fix-up.
 """
 
 from __future__ import annotations
@@ -215,9 +216,11 @@ def cost(
     # zero fill
     other = mx(occ_f * per_prog, mx(per_prog + overhead, hide))
     fill = mx(mn(c.prefetch, iters) * stream - iters * (it_f - other), 0.0)
-    # the last wave's items run their own K-steps (a Stream-K tail's slices: iters_l): their prologue with those
+    # the last wave's items run their own K-steps (a Stream-K tail's slices: iters_l) at their own resident count:
+    # their prologue with those (what their loop absorbs at it_l, or a faster read ceiling could cost time)
     exposed_l = mx(c.prefetch - iters_l, 0.0) * fill_row
-    fill_l = mx(mn(c.prefetch, iters_l) * stream - iters_l * (it_f - other), 0.0)
+    other_l = mx(occ_l * per_prog, mx(per_prog + overhead, hide))
+    fill_l = mx(mn(c.prefetch, iters_l) * stream - iters_l * (it_l - other_l), 0.0)
     # what an item runs outside its K loop (index math, accumulator set-up, the epilogue's conversion and stores)
     # issues from its SM's schedulers and store path, which the SM's resident programs take in turn, as they share
     # its matrix units in the K-steps (occ_f x per_sm): per wave of items, occ_f of those; their first loads' latency
@@ -240,25 +243,40 @@ def cost(
                      + out_bytes * (share - 1.0)) / hw.sm_bandwidth
                      + (2.0 + chunk_loads * sk_split) * hw.l2_latency_s, 0.0)  # fmt: skip
     sk_slow = 1.0 + c.is_sk * (hw.streamk_slowdown - 1.0) * reduces
-    sm_time = (
-        full * (fixed + iters * it_f) + has_rest * (rounds * (fixed_l + tail) + iters_l * sk_slow * (
-            (rounds - 1.0) * it_f + it_l)) + c.flat_hide * before
-        + ops.where(full > 0, exposed + fill, exposed_l + fill_l) * c.is_flat
-    )  # fmt: skip
+    # the full waves' SM time (a flattened loop's one prologue with them when they exist), then the last wave's
+    flat_fill = ops.where(full > 0, exposed + fill, 0.0) * c.is_flat
+    sm_full = full * (fixed + iters * it_f) + c.flat_hide * before + flat_fill
+    sm_last = has_rest * (rounds * (fixed_l + tail) + iters_l * sk_slow * ((rounds - 1.0) * it_f + it_l))
+    sm_last = sm_last + ops.where(full > 0, 0.0, exposed_l + fill_l) * c.is_flat
+    sm_time = sm_full + sm_last
 
-    # ---- memory system (shared fluid over the whole kernel) ----
-    total_steps = full * conc * iters + rest * iters_l
+    # ---- memory system: a shared fluid within each phase of the kernel ----
+    # The full waves and the last wave are two phases, each as slow as its slowest resource: a last wave of a few
+    # programs streams at what those SMs reach (read_share of its active SMs), not at the whole GPU's bandwidth, and
+    # the full waves' HBM time does not hide it.  One max over the whole kernel let a memory-bound kernel's partial
+    # last wave cost nothing beyond its bytes (H200 decode weight streams, 16x256 tiles over 1.3-3.4 waves: measured
+    # 1.13-1.29x the even configs that the model tied with them; experiments/phase_roofline.py)
+    steps_full = full * conc * iters
     # a split Stream-K tail writes each output tile once; its slices' fp32 partials cross L2 twice (stored,
     # read back by the reducing slices) and go to HBM and back: measured, 128x256 tiles gain nothing past 4-5
     # slices, as this traffic says (experiments, Stream-K "how many K-slices")
     workspace = ops.where(reduces, units, 0.0) * c.elems * PARTIAL_BYTES
-    l2_time = (total_steps * c.panel * step_bytes + 2.0 * workspace) / hw.l2_bandwidth
+    l2_full = steps_full * c.panel * step_bytes / hw.l2_bandwidth
+    l2_last = (rest * iters_l * c.panel * step_bytes + 2.0 * workspace) / hw.l2_bandwidth
+    l2_time = l2_full + l2_last
     hbm_bw = hw.hbm_tile_bandwidth * read_share(active_f, hw, ops)
+    hbm_bw_l = hw.hbm_tile_bandwidth * read_share(active_l, hw, ops)
     store = ops.where(c.is_sk, tiles * out_bytes, ops.where(c.is_split, tiles * c.split * PARTIAL_BYTES,
                                                             items * out_bytes)) * c.elems  # fmt: skip
-    hbm_time = (total_steps / conc * hbm_step + workspace) / hbm_bw + (store + workspace) / hw.hbm_write_bandwidth
+    store_full = store * (full * conc) / items
+    write_bw = hw.hbm_write_bandwidth
+    hbm_full = full * iters * hbm_step / hbm_bw + store_full / write_bw
+    # the last wave's rounds: all but the last at the first wave's width, the last at its own
+    hbm_last = has_rest * (iters_l * hbm_step * ((rounds - 1.0) / hbm_bw + last / conc / hbm_bw_l)
+                           + workspace / hbm_bw + (store - store_full + workspace) / write_bw)  # fmt: skip
+    hbm_time = hbm_full + hbm_last
     mem_time = mx(l2_time, hbm_time)
-    kernel = mx(sm_time, mem_time)
+    kernel = mx(sm_full, mx(l2_full, hbm_full)) + mx(sm_last, mx(l2_last, hbm_last))
 
     # ---- split-K's reduction (inside its one launch: by the last slice of each tile to arrive, or shared) ----
     # its chain of partial tiles moves at one SM's bandwidth (tiles beyond one per SM queue), unless the
@@ -527,10 +545,20 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     sm_time = full * (fixed + exposed * (1.0 - is_flat) + iters * it_f) + fh * (latency + tile_over)
     if full:
         sm_time += exposed * is_flat  # per work item, or once per program for a flattened loop
-    total_steps = full * conc * iters
     store = (tiles * out_bytes * elems) if is_sk else (tiles * split if is_split else items) * item_bytes
-    workspace = 0.0
+    store_full = store * (full * conc) / items
+    hbm_bw = hbm_read * hbm_share[int(active_f)]  # read_share
+    # the full waves, then the last wave: each phase as slow as its slowest resource (core.cost)
+    steps_full = full * conc * iters
+    kernel = steps_full * request_step / l2_bw
+    hbm_full = full * iters * hbm_step / hbm_bw + store_full / hbm_write
+    if hbm_full > kernel:
+        kernel = hbm_full
+    if sm_time > kernel:
+        kernel = sm_time
     if rest > 0:
+        sm_full = sm_time
+        workspace = 0.0
         last = rest - (rounds - 1.0) * conc  # every round but the last is full (core.cost)
         it_l = -(-last // (last if last < sm else sm)) * per_sm
         write_l = resident * item_bytes / sm_bw  # its last round's writes (core.cost's serial_l)
@@ -540,8 +568,17 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         if chain > it_l:
             it_l = chain
         iters_l = -(-kt // sk_split) if units else iters
-        if iters_l != iters:  # a Stream-K tail's slices: their prologue with their own K-steps (core.cost)
-            exposed = _prologue(iters_l, prefetch, stage_fill, stream, it_f, other)
+        if stream:  # the last wave's prologue with its own K-steps and resident count (core.cost)
+            other_l = -(-last // (last if last < sm else sm)) * per_program
+            if busy > other_l:
+                other_l = busy
+            if hide > other_l:
+                other_l = hide
+            if l2_step > other_l:
+                other_l = l2_step
+            exposed = _prologue(iters_l, prefetch, stage_fill, stream, it_l, other_l)
+        elif iters_l != iters:
+            exposed = _prologue(iters_l, prefetch, stage_fill, stream, it_l, other)
         if not full:
             sm_time += exposed * is_flat
         if units > remainder:  # a split Stream-K tail (core.cost)
@@ -553,14 +590,15 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
             sm_time += iters_l * ((rounds - 1.0) * it_f + it_l) * (sk_slow - 1.0)
             workspace = units * partial_tile  # through L2 twice, to HBM and back (core.cost)
         sm_time += rounds * (fixed + exposed * (1.0 - is_flat)) + iters_l * ((rounds - 1.0) * it_f + it_l)
-        total_steps += rest * iters_l
-    kernel = (total_steps * request_step + 2.0 * workspace) / l2_bw
-    if sm_time > kernel:
-        kernel = sm_time
-    hbm_bw = hbm_read * hbm_share[int(active_f)]  # read_share
-    hbm_time = (total_steps / conc * hbm_step + workspace) / hbm_bw + (store + workspace) / hbm_write
-    if hbm_time > kernel:
-        kernel = hbm_time
+        phase = (rest * iters_l * request_step + 2.0 * workspace) / l2_bw
+        hbm_bw_l = hbm_read * hbm_share[int(last if last < sm else sm) or 1]
+        hbm_last = (iters_l * hbm_step * ((rounds - 1.0) / hbm_bw + last / conc / hbm_bw_l) + workspace / hbm_bw
+                    + (store - store_full + workspace) / hbm_write)  # fmt: skip
+        if hbm_last > phase:
+            phase = hbm_last
+        if sm_time - sm_full > phase:
+            phase = sm_time - sm_full
+        kernel += phase
     if not is_split:
         return launch_fixed + grid * start_per_sm + kernel
     total = launch_fixed + tiles * split * start_per_sm + kernel

@@ -145,8 +145,9 @@ class Selection:
             )
         lines.append("")
         lines.append(
-            "time = launch + aligned copy + max(SMs: waves x (latency + iterations x max(programs x max(mma, smem, "
-            "issue), latency/(stages-1))), memory: L2 requests / L2 bw, HBM misses + stores / HBM bw) + fix-up"
+            "time = launch + aligned copy + fix-up + for the full waves, then the last: max(SMs: waves x (latency + "
+            "iterations x max(programs x max(mma, smem, issue), latency/(stages-1))), memory: L2 requests / L2 bw, "
+            "HBM misses + stores / HBM bw of the wave's SMs)"
         )
         defaults = self._table.hw.defaults_used
         if defaults:

@@ -383,6 +383,23 @@ def test_a_fourth_stage_hides_what_a_third_does_not() -> None:
     assert three > 1.05 * four
 
 
+def test_a_memory_bound_kernels_partial_last_wave_streams_at_its_own_sms_rate() -> None:
+    """A weight stream (M = 8, K = 16384, nt) of 16x256x64 tiles: 132 tiles are one full wave of the H200's 132 SMs,
+    HBM-bound; 8 tiles more stream on 8 SMs alone after it, at what those reach.  Measured (experiments/
+    phase_roofline.py, phase-roofline-h200.json): 256.3 us for 132 tiles, 355.5 for 140.  One max of SM and memory
+    time over the whole kernel priced 140 tiles at 1.06x 132 (their bytes); each phase's own max prices the last
+    wave's stream."""
+    from pathlib import Path
+
+    from theodolite.profile import load as load_profile
+
+    h200 = load_profile(str(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h200.h5"))
+    config = _config("persistent/16x256x64/g8/w4/s4/k1")
+    one, more, two = (predict(Problem(8, t * 256, 16384, layout="nt"), config, h200).time_s for t in (132, 140, 264))
+    assert more > 1.3 * one  # measured 1.39x
+    assert two < 2.05 * one  # two full waves: twice the bytes at the same bandwidth
+
+
 def test_synchronous_warp_grid_matches_the_compiled_layouts() -> None:
     """Triton 3.6's mma v2 warpsPerCTA for the tiles under 64 rows (read from compiled TTGIR, sm_90)."""
     import numpy as np
