@@ -45,6 +45,7 @@ def run(out: str) -> None:
 
 def _model(profile_path: str, dtype: str = "bf16") -> Any:
     from theodolite.model.predict import table_for
+
     from theodolite.profile.hdf5 import load_profile
 
     return table_for(load_profile(profile_path), dtype)
@@ -103,7 +104,7 @@ def sweeps(profile_path: str, paths: list[str]) -> None:
             for key, ms in timed.items():
                 i = table.index[key]
                 fill = float(terms["#last_wave_busy"][i])
-                bucket = "one wave or even" if fill >= 0.999 else ("last wave < 50%" if fill < 0.5 else "last wave 50-99%")
+                bucket = "one wave or even" if fill >= 0.999 else "last wave < 50%" if fill < 0.5 else "50-99%"
                 rows[bucket].append((ms / best, times[i] / p_best, one_max[i] / o_best))
     for bucket, values in sorted(rows.items()):
         med = [statistics.median(v[j] for v in values) for j in range(3)]
