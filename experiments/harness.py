@@ -401,3 +401,15 @@ def bench_configs(shapes: Sequence[tuple[str, int, int, int]], keys: Sequence[st
     args = [a for key in keys for a in ("--config", key)]
     command = [sys.executable, "-m", "theodolite", "bench", "--shapes", csv.name, "--dtype", dtype, "--layout", layout]
     subprocess.run([*command, *args, "-o", path], check=True)
+
+
+def dispatch(run: Callable[[str], None], summary: Callable[[str, str], None],
+             sweeps: Callable[[str, list[str]], None]) -> None:
+    """An experiment's three modes from its command line: ``--summary F.json PROFILE`` and ``--sweeps PROFILE
+    RESULTS...`` (no GPU), else ``run($OUT)`` on the GPU."""
+    if len(sys.argv) > 1 and sys.argv[1] == "--summary":
+        summary(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--sweeps":
+        sweeps(sys.argv[2], sys.argv[3:])
+    else:
+        run(os.environ.get("OUT", "."))

@@ -24,7 +24,6 @@ import json
 import math
 import os
 import statistics
-import sys
 from collections import defaultdict
 from typing import Any
 
@@ -114,9 +113,6 @@ def sweeps(profile_path: str, paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--summary":
-        summary(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--sweeps":
-        sweeps(sys.argv[2], sys.argv[3:])
-    else:
-        run(os.environ.get("OUT", "."))
+    from harness import dispatch
+
+    dispatch(run, summary, sweeps)

@@ -26,7 +26,6 @@ import json
 import math
 import os
 import statistics
-import sys
 from collections import defaultdict
 
 # one tile of each config (M, N <= its tile), K of 1 to 41 K-steps of 64
@@ -116,9 +115,6 @@ def _compare(profile_path: str, found: list[tuple[int, int, int, str, dict[str, 
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--summary":
-        summary(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--sweeps":
-        sweeps(sys.argv[2], sys.argv[3:])
-    else:
-        run(os.environ.get("OUT", "."))
+    from harness import dispatch
+
+    dispatch(run, summary, sweeps)
