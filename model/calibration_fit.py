@@ -44,6 +44,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "model_latency_hiding": (0.02, 1.0),
     "model_tma_latency_hiding": (0.02, 1.0),
     "model_mma_small_rate": (0.02, 1.0),
+    "model_short_row_read_share": (0.2, 1.0),
     "model_l2_bandwidth_scale": (0.2, 5.0),
     "model_tma_l2_bandwidth_scale": (0.2, 5.0),
     "model_tma_stream_scale": (1.0, 5.0),

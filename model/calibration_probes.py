@@ -30,6 +30,10 @@ model_scalar_round_trips               probe         an nn.Linear weight of odd 
                                                      along K), few loads a thread, K grown: the slope
 model_scalar_load_cost                 probe         misaligned N (element-wise B rows along N), no aligned copy
 model_scalar_k_load_share              probe         misaligned K (element-wise A rows along K), no aligned copy
+model_short_row_read_share             probe (floor) a weight stream (M = 8, nt, 64x64 tiles over two and four waves,
+                                                     HBM-bound) read in rows of BLOCK_K 64 (128 B) and 128 (256 B),
+                                                     the same shared memory: the long rows' time over the short rows'
+                                                     (short_row_share)
 model_l2_bandwidth_scale               probe (floor) K-panel bytes per measured K-step of one wave over long K, the
                                                      iteration probe's 128x256 tiles and the l2-floor probe's TMA
                                                      128x128 ones: the highest L2 rate tile loads reach
@@ -70,7 +74,7 @@ FIT_PARAMETERS = ("model_streamk_reduce_cost",)
 # on the calibration set it swung 0.55 -> 1.0 -> 0.62 between runs (its prior weight chosen anew each time) while the
 # probe's one wave of 128x256 tiles runs at 1.24x the l2_bandwidth probe's rate: below that the model prices those
 # compute-bound steps L2-bound at twice their time
-FLOOR_PARAMETERS = ("model_l2_bandwidth_scale", "model_tma_stream_scale")
+FLOOR_PARAMETERS = ("model_l2_bandwidth_scale", "model_tma_stream_scale", "model_short_row_read_share")
 # composite tiles' K-step: a probe since 2026-11-28.  Solved on the calibration shapes that timed a composite tile it
 # rested on a handful of timings (H100: 5 of 311, 61 +- 41 cycles, flagged) where the composite is one candidate among
 # many; one wave of composite tiles over long K measures it where it binds (compute-bound steps)
@@ -120,6 +124,12 @@ NARROW_KEYS = ("persistent/64x64x64/g8/w4/s4/k1",)
 # matrix instructions, not by its copies' latency or one SM's read ceiling (up to ~0.3 of the matrix rate on the
 # H100 and H200, where the latency takes over and the slope bounds the rate from below only)
 SYNC_RATE_KEYS = ("persistent/32x128x64/g8/w4/s4/k1",)
+# the read rate of short rows along K: a probe since 2026-11-29.  On the H200's HBM-bound nt weight streams configs
+# whose B rows are 128-byte segments a K-step (BLOCK_K 64) ran 1.04-1.09x the model's time, those of 256 bytes and more
+# 1.00-1.01x (experiments/segment_rates.py), where the model priced a stream by its bytes alone.  Two configs of the
+# space that differ only in BLOCK_K, with the same shared memory (twelve stages of 64 against six of 128: one program
+# an SM, 176 and 160 KB in flight) on HBM-bound waves: their times' ratio is the share (short first)
+SHORT_ROW_KEYS = ("persistent/64x64x64/g8/w4/s12/k1", "persistent/64x64x128/g8/w4/s6/k1")
 SPLIT_KEYS = ("splitk/16x64x128/g8/w4/s4/k4", "splitk/16x64x128/g8/w4/s4/k8", "splitk/16x64x128/g8/w4/s4/k16")
 
 
@@ -157,6 +167,7 @@ def _one_wave_side(profile: Profile) -> int:
 def probes(profile: Profile, quick: bool = False) -> list[Probe]:
     """The probes in solving order (each later one with the earlier results fixed); ``quick`` times fewer shapes."""
     side = _one_wave_side(profile)
+    sms = int(profile.value("sm_count"))
     wave_m, wave_n = side * 128, side * 256
     sync_side = min(side, 8)  # at most 64 tiles: the L2 idle beside their steps
     long_k = (4096, 8192) if quick else (4096, 8192, 16384)
@@ -176,6 +187,10 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
         Probe("l2-floor", "model_l2_bandwidth_scale",
               tuple((side * 128, side * 128, k, "nn") for k in long_k), L2_FLOOR_KEYS, "floor",
               "one wave of one TMA 128x128 tile per SM, K grown: the L2 rate tile loads reach where they bind"),
+        Probe("short-rows", "model_short_row_read_share",
+              tuple((8, rows * sms * 64, 16384, "nt") for rows in ((2,) if quick else (2, 4))), SHORT_ROW_KEYS,
+              "floor", "a weight stream read along K in 128- and 256-byte rows, the same bytes in flight, HBM-bound: "
+              "the short rows' read rate"),
         Probe("stages", "model_latency_hiding",
               tuple((128, n, k, "nn") for n in (256, 2048) for k in long_k), STAGE_KEYS, "slope",
               "8 and 64 tiles of 64x64 (the L2 idle) at 4 and 8 stages, K grown: how much of a copy's latency the "
@@ -297,9 +312,30 @@ def tma_stream_floor(profile: Profile, timings: Sequence[Timing]) -> dict[str, f
     return {"model_tma_stream_scale": max(1.0, rate / one_sm.value)}
 
 
+def short_row_share(timings: Sequence[Timing]) -> dict[str, float]:
+    """``model_short_row_read_share``: on each weight stream the short-rows probe timed with both configs, the long
+    rows' time over the short rows' (both HBM-bound, the same tiles and bytes in flight, so the ratio is the short
+    rows' read rate as a share), the median over its shapes, within the parameter's bounds (a short-row stream that ran
+    faster bounds nothing: 1).  {} where no shape has both timings."""
+    from theodolite.model.calibration_fit import BOUNDS
+
+    short, long_ = SHORT_ROW_KEYS
+    by_shape: dict[tuple[int, int, int, str, str], dict[str, float]] = {}
+    for t in timings:
+        if t.key in SHORT_ROW_KEYS:
+            by_shape.setdefault(t.shape, {})[t.key] = t.seconds
+    ratios = sorted(pair[long_] / pair[short] for pair in by_shape.values() if short in pair and long_ in pair)
+    if not ratios:
+        return {}
+    median = (ratios[(len(ratios) - 1) // 2] + ratios[len(ratios) // 2]) / 2.0
+    low, high = BOUNDS["model_short_row_read_share"]
+    return {"model_short_row_read_share": min(max(median, low), high)}
+
+
 def floor_values(profile: Profile, timings: Sequence[Timing]) -> dict[str, float]:
-    """Every ``FLOOR_PARAMETERS`` value the one-wave probes' timings give (a name absent: no timing bounds it)."""
-    return {**l2_scale_floor(profile, timings), **tma_stream_floor(profile, timings)}
+    """Every ``FLOOR_PARAMETERS`` value the probes' timings give (a name absent: no timing bounds it): the one-wave
+    probes' floors and the short rows' read share."""
+    return {**l2_scale_floor(profile, timings), **tma_stream_floor(profile, timings), **short_row_share(timings)}
 
 
 def probe_parameters() -> tuple[str, ...]:
@@ -308,9 +344,10 @@ def probe_parameters() -> tuple[str, ...]:
 
 
 def floor_sources(profile: Profile) -> tuple[str, ...]:
-    """The probes whose timings the floors read: every slope- or floor-mode probe (one wave over long K) of
-    asynchronous copies (the scalar chain's element-wise loads and the narrow probe's 4-byte copies bound neither the
-    L2 rate nor TMA streaming; the sync-rate probe's steps are bound by their matrix instructions)."""
+    """The probes whose timings the floors read: every slope- or floor-mode probe (one wave over long K, or the short
+    rows' weight streams) of asynchronous copies (the scalar chain's element-wise loads and the narrow probe's 4-byte
+    copies bound neither the L2 rate nor TMA streaming; the sync-rate probe's steps are bound by their matrix
+    instructions)."""
     skip = (SCALAR_CHAIN_KEYS, NARROW_KEYS, SYNC_RATE_KEYS)
     return tuple(p.name for p in probes(profile) if p.mode in ("floor", "slope") and p.keys not in skip)
 

@@ -151,6 +151,10 @@ def cost(
     # the tiles of a wave walk K in near lockstep, so a row/column panel is reused within a few K-steps:
     # that working set (distinct panels x a few steps) is far below the effective L2, every reuse hits
     hbm_step = unique
+    # what those bytes cost at the HBM's rate: an operand read along K in short rows (BLOCK_K x element size up to
+    # predict.SHORT_ROW_BYTES) reads slower, each K-step opening every row's DRAM page again (a_read, b_read: 1 / the
+    # probed share, 1 otherwise)
+    hbm_cost_step = (a_rows * c.a_read + b_cols * c.b_read) * step_bytes
     # a K-step waits for its slowest copy: the rows/columns a tile wraps past the matrix's edge (a tile wider than
     # the matrix) are L2 hits that arrive with the originals, so they do not dilute the step's miss share
     inside = conc * (mn(c.bm, m) + mn(c.bn, n)) * step_bytes
@@ -270,9 +274,9 @@ def cost(
                                                             items * out_bytes)) * c.elems  # fmt: skip
     store_full = store * (full * conc) / items
     write_bw = hw.hbm_write_bandwidth
-    hbm_full = full * iters * hbm_step / hbm_bw + store_full / write_bw
+    hbm_full = full * iters * hbm_cost_step / hbm_bw + store_full / write_bw
     # the last wave's rounds: all but the last at the first wave's width, the last at its own
-    hbm_last = has_rest * (iters_l * hbm_step * ((rounds - 1.0) / hbm_bw + last / conc / hbm_bw_l)
+    hbm_last = has_rest * (iters_l * hbm_cost_step * ((rounds - 1.0) / hbm_bw + last / conc / hbm_bw_l)
                            + workspace / hbm_bw + (store - store_full + workspace) / write_bw)  # fmt: skip
     hbm_time = hbm_full + hbm_last
     mem_time = mx(l2_time, hbm_time)
@@ -311,7 +315,7 @@ def cost(
         "iter_issue": occ_f * (c.issue_a / a_vec + c.issue_b / b_vec),
         "iter_latency": hide,
         "iter_l2": requested / hw.l2_bandwidth,
-        "iter_hbm": hbm_step / hbm_bw,
+        "iter_hbm": hbm_cost_step / hbm_bw,
         "iter_total": it_f,
         "fixed_per_item": fixed,
         "zero_fill": exposed,  # a short loop's zero-filled prologue stages (per item; once per program if flat)
@@ -353,7 +357,7 @@ def stage_wait(latency: Any, stream: Any, l2_step: Any, lat_div: Any, ops: Any =
 SCALAR_FIELDS = (
     "bm", "bn", "bk", "gm", "split", "is_sk", "is_split", "pprog", "slots", "panel", "elems", "per_program",
     "lat_div", "launch_fixed", "sm", "flat_hide", "it_extra", "stage_fill", "prefetch",
-    "is_flat", "stream", "synchronous",
+    "is_flat", "stream", "synchronous", "a_read", "b_read",
 )  # fmt: skip
 
 
@@ -415,7 +419,7 @@ def scalar_params(c: tuple[float, ...], h: tuple[Any, ...], out_bytes: int) -> t
     """One config's numbers for ``scalar_time``, with everything that does not depend on the shape computed once:
     the config's fields (``SCALAR_FIELDS`` order) and the hardware's (``hardware_tuple`` order)."""
     (bm, bn, bk, gm, split, is_sk, is_split, pprog, slots, panel, elems, per_program, lat_div, launch_fixed, sm, fh,
-     it_extra, stage_fill, prefetch, is_flat, stream, sync) = c  # fmt: skip
+     it_extra, stage_fill, prefetch, is_flat, stream, sync, a_read, b_read) = c  # fmt: skip
     (e, l2_eff, l2_lat, hbm_lat, it_over, tile_over, l2_bw, hbm_read, hbm_share, hbm_write, _launch, prog_start,
      sk_slow, sm_bw, sk_reduce, split_reduce, out_write) = h  # fmt: skip
     it_over = it_over + it_extra  # this config's loop bookkeeping per K-iteration
@@ -434,7 +438,7 @@ def scalar_params(c: tuple[float, ...], h: tuple[Any, ...], out_bytes: int) -> t
         fh, tile_over, stage_fill, prefetch, is_flat, stream, bool(sync), launch_fixed, out_bytes, elems, sm_bw,
         sk_reduce, sk_slow, l2_bw, l2_eff, hbm_read, hbm_share, hbm_write,
         split * partial_tile * split_reduce / sm_bw,  # reduce_chain: one tile's reduction chain per wave of tiles
-        coop, -(-TAIL_CHUNKS // split) / TAIL_CHUNKS if split >= 1 else 1.0,
+        coop, -(-TAIL_CHUNKS // split) / TAIL_CHUNKS if split >= 1 else 1.0, a_read, b_read,
     )  # fmt: skip
 
 
@@ -456,7 +460,8 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
      it_over, step_bytes, request_step, l2_lat, lat_span, start_per_sm, item_bytes, partial_tile, item_over,
      write_share, kept,
      fh, tile_over, stage_fill, prefetch, is_flat, stream, sync, launch_fixed, out_bytes, elems, sm_bw, sk_reduce,
-     sk_slow, l2_bw, l2_eff, hbm_read, hbm_share, hbm_write, reduce_chain, coop, coop_share) = p  # fmt: skip
+     sk_slow, l2_bw, l2_eff, hbm_read, hbm_share, hbm_write, reduce_chain, coop, coop_share,
+     a_read, b_read) = p  # fmt: skip
     tm = -(-m // bm)
     tn = -(-n // bn)
     kt = -(-k // bk)
@@ -503,9 +508,13 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         cols = tn
     a_rows = rows * bm
     b_cols = cols * bn
-    hbm_step = ((a_rows if a_rows < m else m) + (b_cols if b_cols < n else n)) * step_bytes
+    a_rows = a_rows if a_rows < m else m
+    b_cols = b_cols if b_cols < n else n
+    hbm_step = (a_rows + b_cols) * step_bytes
+    hbm_cost_step = (a_rows * a_read + b_cols * b_read) * step_bytes  # at the HBM's rate (core.cost)
     if conc > plane:
         hbm_step *= conc / plane
+        hbm_cost_step *= conc / plane
     inside = conc * ((bm if bm < m else m) + (bn if bn < n else n)) * step_bytes  # (core.cost)
     miss = hbm_step / inside
     latency = l2_lat + (miss if miss < 1.0 else 1.0) * lat_span
@@ -551,7 +560,7 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     # the full waves, then the last wave: each phase as slow as its slowest resource (core.cost)
     steps_full = full * conc * iters
     kernel = steps_full * request_step / l2_bw
-    hbm_full = full * iters * hbm_step / hbm_bw + store_full / hbm_write
+    hbm_full = full * iters * hbm_cost_step / hbm_bw + store_full / hbm_write
     if hbm_full > kernel:
         kernel = hbm_full
     if sm_time > kernel:
@@ -592,7 +601,7 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         sm_time += rounds * (fixed + exposed * (1.0 - is_flat)) + iters_l * ((rounds - 1.0) * it_f + it_l)
         phase = (rest * iters_l * request_step + 2.0 * workspace) / l2_bw
         hbm_bw_l = hbm_read * hbm_share[int(last if last < sm else sm) or 1]
-        hbm_last = (iters_l * hbm_step * ((rounds - 1.0) / hbm_bw + last / conc / hbm_bw_l) + workspace / hbm_bw
+        hbm_last = (iters_l * hbm_cost_step * ((rounds - 1.0) / hbm_bw + last / conc / hbm_bw_l) + workspace / hbm_bw
                     + (store - store_full + workspace) / hbm_write)  # fmt: skip
         if hbm_last > phase:
             phase = hbm_last

@@ -52,6 +52,11 @@ MODEL_PARAMETERS: dict[str, tuple[float, str]] = {
     "model_mma_max_n": (256.0, "widest N of one asynchronous matrix instruction"),
     "model_mma_min_m": (64.0, "tile rows below which the compiler uses the synchronous (per-warp) matrix path"),
     "model_mma_small_rate": (0.25, "matrix rate of the synchronous path relative to the profile's matrix rate"),
+    "model_short_row_read_share": (
+        1.0,
+        "HBM read rate of an operand read along K in rows of 128 bytes or less a K-step (BLOCK_K x element size), as a "
+        "share of the rate of 256-byte rows: each step opens every row's DRAM page again for a shorter segment",
+    ),
     "model_launch_extra": (
         6.25e-7,
         "seconds a kernel launch of our launcher costs beyond the profile's launch cost (launch_seconds)",
@@ -167,6 +172,7 @@ FITTED_PARAMETERS = (
     "model_scalar_round_trips", "model_latency_hiding", "model_tma_latency_hiding", "model_mma_small_rate",
     "model_l2_bandwidth_scale", "model_flatten_hiding", "model_streamk_reduce_cost",
     "model_composite_iteration_overhead", "model_tma_stream_scale", "model_narrow_copy_cycles",
+    "model_short_row_read_share",
 )  # fmt: skip
 
 
@@ -214,6 +220,7 @@ class Hardware:
     tma_l2_bandwidth_scale: float  # model_tma_l2_bandwidth_scale
     tma_stream_scale: float  # model_tma_stream_scale
     hbm_tile_bandwidth: float  # B/s the tile loads of all SMs reach: hbm_read_bandwidth x model_hbm_bandwidth_scale
+    short_row_read_share: float  # model_short_row_read_share: K-major rows of <= SHORT_ROW_BYTES a step read slower
     scalar_vec: float  # effective bytes per load instruction of a misaligned operand whose rows run along M or N
     scalar_vec_k: float  # the same for a misaligned operand whose rows run along K
     scalar_in_flight: float  # scalar loads a thread keeps outstanding
@@ -383,6 +390,7 @@ def hardware(profile: Profile, dtype: str) -> Hardware:
         tma_l2_bandwidth_scale=_parameter(profile, "model_tma_l2_bandwidth_scale"),
         tma_stream_scale=_parameter(profile, "model_tma_stream_scale"),
         hbm_tile_bandwidth=hbm_read * _parameter(profile, "model_hbm_bandwidth_scale"),
+        short_row_read_share=_parameter(profile, "model_short_row_read_share"),
         scalar_vec=DTYPE_BYTES[dtype] / _parameter(profile, "model_scalar_load_cost"),
         scalar_vec_k=DTYPE_BYTES[dtype]
         / (_parameter(profile, "model_scalar_load_cost") * _parameter(profile, "model_scalar_k_load_share")),

@@ -47,6 +47,9 @@ from theodolite.errors import ProfileError, TheodoliteError
 from theodolite.profile.schema import KERNEL_LOADS, KernelBuild, Profile, default_out_bytes
 
 BOTTLENECKS = ("issue", "smem", "cache", "occupancy", "compute")
+# row segments a K-step reads of an operand laid along K at or below which its HBM reads run at the short-row share
+# (experiments/segment_rates.py: H200 nt weight streams, BLOCK_K 64 of bf16 1.04-1.09x the model, 128 and up 1.01)
+SHORT_ROW_BYTES = 128
 # A config whose SMs are on average less busy than this over its waves is "occupancy"-bound.
 OCCUPANCY_BOUND_BELOW = 0.75
 
@@ -186,6 +189,11 @@ class ConfigTable:
         # 0.89x, experiments/model_checks.py tma-bounds)
         self.panel = np.where(self.is_tma, self.panel / hw.tma_l2_bandwidth_scale, self.panel)
         self.synchronous = np.zeros(len(configs))  # scalar-load classes (model.fast) set their own
+        # HBM bytes of an operand read along K in rows of SHORT_ROW_BYTES or less a K-step cost 1 / the short-row
+        # read share (model_short_row_read_share, probed): per layout, so set per view (for_loads); none here
+        self.short_row = self.bk * hw.element_bytes <= SHORT_ROW_BYTES
+        self.a_read = np.ones(len(configs))
+        self.b_read = np.ones(len(configs))
         self.launch_fixed = hw.launch_kernel_s + np.where(self.is_tma, hw.tma_launch_extra_s, 0.0)
         self.it_extra = np.where(self.is_tma, hw.tma_iteration_overhead_s, 0.0)  # beyond iteration_overhead_s
         self.it_extra = self.it_extra + np.where(bn1 > 0, hw.composite_iteration_overhead_s, 0.0)
@@ -231,13 +239,15 @@ class ConfigTable:
         return found
 
     def build_layout(self, loads: str, layout: str, out_bytes: int) -> str:
-        """``layout``, or "nn" where its builds are nn's (older profiles' builds serve every layout): problems of the
-        two then share one view and one candidate grid (model.fast) instead of two equal ones."""
+        """``layout``, or "nn" where its builds are nn's (older profiles' builds serve every layout) and its operands'
+        rows run as nn's do or short rows cost nothing extra (for_loads): problems of the two then share one view and
+        one candidate grid (model.fast) instead of two equal ones."""
         key = (loads, layout or "nn", out_bytes or self.out_bytes_default)
         found = self._canonical.get(key)
         if found is None:
             nn = self.builds_for(loads, "nn", key[2])
             same = all(x is y for x, y in zip(self.builds_for(*key), nn, strict=True))
+            same = same and (key[1] == "nn" or self.hw.short_row_read_share == 1.0)
             found = self._canonical[key] = "nn" if same else key[1]
         return found
 
@@ -271,6 +281,10 @@ class ConfigTable:
             view.fit_ok = fit >= 1
             view.fit = np.maximum(fit, 1.0)
             view.slots = self.sm * view.fit
+            # an operand whose rows run along K (A in layouts n?, B in ?t) reads a row segment of BLOCK_K a step
+            slow = np.where(self.short_row, 1.0 / self.hw.short_row_read_share, 1.0)
+            view.a_read = slow if key[1][0] == "n" else np.ones(len(self.configs))
+            view.b_read = slow if key[1][1] == "t" else np.ones(len(self.configs))
             with self._lock:
                 self._views[key] = view
         return view

@@ -266,7 +266,11 @@ FLOOR_WHY = {
     "model_l2_bandwidth_scale": "the highest L2 rate one wave's K-steps reach (calibration_probes.l2_scale_floor)",
     "model_tma_stream_scale": "the highest per-SM rate one wave's TMA K-steps reach over the pointer-based read "
                               "probe's (calibration_probes.tma_stream_floor)",
+    "model_short_row_read_share": "the long rows' time over the short rows' on the short-rows probe's HBM-bound weight "
+                                  "streams (calibration_probes.short_row_share)",
 }  # fmt: skip
+# floors read off their own probe's timings alone (the others read every floor source's)
+OWN_PROBE_FLOORS = ("model_short_row_read_share",)
 
 
 def measure_floors(
@@ -351,11 +355,12 @@ def _stored(
                 : list(report.probe_results).index(name)]})  # fmt: skip
     sources = [p for p in probe_list if p.name in floor_sources(profile)]
     for name, result in report.floors.items():
+        read = [p for p in sources if p.parameter == name] if name in OWN_PROBE_FLOORS else sources
         metrics[name] = _measurement(name, result, METHOD_PROBE, {
-            "probe": ", ".join(p.name for p in sources), "mode": "floor",
+            "probe": ", ".join(p.name for p in read), "mode": "floor",
             "why": FLOOR_WHY[name],
-            "configs": [key for p in sources for key in p.keys],
-            "shapes": [list(s) for p in sources for s in p.shapes]})  # fmt: skip
+            "configs": [key for p in read for key in p.keys],
+            "shapes": [list(s) for p in read for s in p.shapes]})  # fmt: skip
     if report.fit_result is not None:
         for name in report.fit_names:
             metrics[name] = _measurement(name, report.fit_result, METHOD_FIT, {

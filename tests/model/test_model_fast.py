@@ -22,8 +22,8 @@ def _shapes(count: int, seed: int) -> list[tuple[int, int, int]]:
     return [tuple(int(math.exp(rng.uniform(0, math.log(20000)))) for _ in range(3)) for _ in range(count)]  # type: ignore[misc]
 
 
-def _with_tma_iteration_overhead() -> object:
-    """The H100 datasheet profile with a nonzero fitted TMA iteration overhead (a per-config cost term)."""
+def _with_parameter(name: str, value: float) -> object:
+    """The H100 datasheet profile with one model parameter stored (a per-config cost term away from its default)."""
     import tempfile
 
     from theodolite.model.evaluate import write_parameters
@@ -32,8 +32,13 @@ def _with_tma_iteration_overhead() -> object:
 
     with tempfile.TemporaryDirectory() as folder:
         path = f"{folder}/p.h5"
-        write_parameters(H100, {"model_tma_iteration_overhead": 96.0}, path, [])
+        write_parameters(H100, {name: value}, path, [])
         return load_profile(path)
+
+
+def _with_tma_iteration_overhead() -> object:
+    """The H100 datasheet profile with a nonzero fitted TMA iteration overhead (a per-config cost term)."""
+    return _with_parameter("model_tma_iteration_overhead", 96.0)
 
 
 # The model parameters the fast path's slacks and these tests' figures were measured with (the H100 profile's fitted
@@ -70,20 +75,22 @@ def _bundled_h100() -> object:
 
 @pytest.mark.parametrize(
     "profile",
-    [H100, mi300x(), _with_tma_iteration_overhead(), _bundled_h100()],
-    ids=["h100", "mi300x", "h100-tma-overhead", "h100-measured"],
-)
+    [H100, mi300x(), _with_tma_iteration_overhead(), _with_parameter("model_short_row_read_share", 0.8),
+     _bundled_h100()],
+    ids=["h100", "mi300x", "h100-tma-overhead", "h100-short-rows", "h100-measured"],
+)  # fmt: skip
 def test_scalar_cost_equals_vector_cost(profile) -> None:  # type: ignore[no-untyped-def]
     from theodolite.kernels.config import operand_loads
 
     table = table_for(profile, "bf16")
-    # 2184x632x156: a Stream-K grid wider than its residency on the measured profile (its tail runs in rounds)
-    for m, n, k in [*_shapes(120, 1), (640, 639, 512), (3000, 1001, 333), (2184, 632, 156)]:
-        for layout in ("nn", "tn"):
+    # 2184x632x156: a Stream-K grid wider than its residency on the measured profile (its tail runs in rounds); 8 x
+    # 33792 x 8192: a weight stream (HBM-bound, the short rows' share where B runs along K)
+    for m, n, k in [*_shapes(120, 1), (640, 639, 512), (3000, 1001, 333), (2184, 632, 156), (8, 33792, 8192)]:
+        for layout in ("nn", "tn", "nt"):
             problem = Problem(m, n, k, layout=layout)
             a_vec, b_vec, copies = alignment(problem)
-            klass = fast.alignment_class(table, a_vec, b_vec, problem.output_bytes, True)
-            view = table.for_loads(operand_loads(problem))  # the residency of the binary that runs
+            klass = fast.alignment_class(table, a_vec, b_vec, problem.output_bytes, True, layout)
+            view = table.for_loads(operand_loads(problem), layout)  # the residency of the binary that runs
             vector, _ = core.cost(m, n, k, 1, a_vec, b_vec, problem.output_bytes, view, table.hw, core.NumpyOps)
             for i, params in enumerate(klass.params):
                 scalar = core.scalar_time(params, m, n, k, 1)

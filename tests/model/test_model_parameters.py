@@ -309,3 +309,21 @@ def test_hbm_bandwidth_scale_divides_the_tile_reads_hbm_time() -> None:
     big = GemmConfig("persistent", 128, 256, 64, num_warps=8, num_stages=4, flatten=True)
     assert predict(square, big, slower).time_s == pytest.approx(predict(square, big, one).time_s, rel=1e-9)
     clear_tables()
+
+
+def test_short_rows_along_k_read_hbm_at_their_share() -> None:
+    """A weight stream (M = 8, HBM-bound) whose B rows run along K (nt) reads them BLOCK_K a step: at 128 bytes its HBM
+    time grows by 1 / model_short_row_read_share, at 256 it does not; in nn B's rows run along N and keep their
+    time (A's 8 rows along K are a rounding error of the stream)."""
+    base, slow = _measured_h100(), _measured_h100_with("model_short_row_read_share", 0.8)
+    short = GemmConfig.from_key("persistent/64x64x64/g8/w4/s12/k1")
+    long_ = GemmConfig.from_key("persistent/64x64x128/g8/w4/s6/k1")
+    nt, nn = Problem(8, 33792, 16384, layout="nt"), Problem(8, 33792, 16384)
+
+    def hbm(problem: Problem, config: GemmConfig, profile) -> float:  # type: ignore[no-untyped-def]
+        return predict(problem, config, profile).breakdown["hbm_time"]
+
+    assert hbm(nt, short, slow) > 1.2 * hbm(nt, short, base)
+    assert predict(nt, short, slow).time_s > 1.15 * predict(nt, long_, slow).time_s
+    assert hbm(nt, long_, slow) == pytest.approx(hbm(nt, long_, base), rel=1e-9)
+    assert hbm(nn, short, slow) == pytest.approx(hbm(nn, short, base), rel=2e-3)

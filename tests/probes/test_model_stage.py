@@ -317,7 +317,7 @@ def test_bundled_profiles_carry_no_model_fit(name: str) -> None:
     assert not [n for n, m in profile.metrics.items() if m.method == "model-fit"]
     measured = {n for n, m in profile.metrics.items() if m.method in (METHOD_PROBE, METHOD_FIT)}
     timed = stored_timings(profile)
-    predates = {p.parameter for p in probes(profile) if p.name not in timed and p.mode != "floor"}
+    predates = {p.parameter for p in probes(profile) if p.name not in timed}
     assert measured <= set(FITTED_PARAMETERS) and set(FITTED_PARAMETERS) - measured <= predates
 
 
@@ -483,7 +483,30 @@ def test_tma_stream_floor_is_the_fastest_tma_tiles_per_sm_rate() -> None:
     assert tma_stream_floor(profile, rows[2:]) == {}
     slow = [dataclasses.replace(t, seconds=t.seconds * 3) for t in rows[:2]]
     assert tma_stream_floor(profile, slow)["model_tma_stream_scale"] == 1.0
-    assert set(floor_values(profile, rows)) == set(FLOOR_PARAMETERS)
+    assert set(floor_values(profile, rows)) == set(FLOOR_PARAMETERS) - {"model_short_row_read_share"}
+
+
+def test_short_row_share_is_the_long_rows_time_over_the_short_rows() -> None:
+    """Two configs that differ only in BLOCK_K stream one weight at the HBM's rate: the long rows' time over the short
+    rows' is the short rows' read share, the median over the probe's shapes; a shape missing one config adds nothing,
+    and a short-row stream that ran faster bounds nothing (1)."""
+    from theodolite.kernels.config import GemmConfig
+    from theodolite.model.calibration_probes import SHORT_ROW_KEYS, floor_values, short_row_share
+
+    short, long_ = SHORT_ROW_KEYS
+    assert GemmConfig.from_key(short).block_k * 2 == 128 and GemmConfig.from_key(long_).block_k * 2 == 256
+    profile = load_profile(PROFILES / BUNDLED[0])
+    shapes = next(p for p in probes(profile) if p.name == "short-rows").shapes
+    assert all(m <= 16 and layout == "nt" for m, _, _, layout in shapes) and len(shapes) == 2
+    rows = [Timing(*shape[:3], shape[3], key, seconds) for shape, times in zip(shapes, ((250e-6, 240e-6),
+            (500e-6, 470e-6)), strict=True) for key, seconds in zip(SHORT_ROW_KEYS, times, strict=True)]  # fmt: skip
+    share = short_row_share(rows)["model_short_row_read_share"]
+    assert share == pytest.approx((240 / 250 + 470 / 500) / 2, rel=1e-12)
+    assert short_row_share(rows[:3])["model_short_row_read_share"] == pytest.approx(240 / 250, rel=1e-12)
+    assert short_row_share(rows[:1]) == {}
+    faster = [dataclasses.replace(t, seconds=t.seconds / 2) if t.key == short else t for t in rows]
+    assert short_row_share(faster)["model_short_row_read_share"] == 1.0
+    assert floor_values(profile, rows)["model_short_row_read_share"] == share
 
 
 def test_flat_pairs_match_a_flattened_config_with_its_plain_twin() -> None:

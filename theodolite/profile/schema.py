@@ -137,6 +137,9 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType(
         "model_mma_small_rate": MetricSpec(
             "1", "model fit: synchronous matrix rate relative to the matrix rate", False, 0, 1
         ),
+        "model_short_row_read_share": MetricSpec(
+            "1", "model fit: HBM read rate of 128-byte rows along K, a share of 256-byte rows'", False, 0, 1
+        ),
         "model_launch_extra": MetricSpec(
             "s", "model fit: launch cost beyond the profile's launch figure", False, 0, 1e-2
         ),
