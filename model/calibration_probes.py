@@ -57,6 +57,7 @@ counts of the kernels' code, not GPU figures)
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -189,7 +190,7 @@ def probes(profile: Profile, quick: bool = False) -> list[Probe]:
               "one wave of one TMA 128x128 tile per SM, K grown: the L2 rate tile loads reach where they bind"),
         Probe("short-rows", "model_short_row_read_share",
               tuple((8, rows * sms * 64, 16384, "nt") for rows in ((2,) if quick else (2, 4))), SHORT_ROW_KEYS,
-              "floor", "a weight stream read along K in 128- and 256-byte rows, the same bytes in flight, HBM-bound: "
+              "floor", "a weight stream read along K in 128- and 256-byte rows, the same shared memory, HBM-bound: "
               "the short rows' read rate"),
         Probe("stages", "model_latency_hiding",
               tuple((128, n, k, "nn") for n in (256, 2048) for k in long_k), STAGE_KEYS, "slope",
@@ -324,12 +325,11 @@ def short_row_share(timings: Sequence[Timing]) -> dict[str, float]:
     for t in timings:
         if t.key in SHORT_ROW_KEYS:
             by_shape.setdefault(t.shape, {})[t.key] = t.seconds
-    ratios = sorted(pair[long_] / pair[short] for pair in by_shape.values() if short in pair and long_ in pair)
+    ratios = [pair[long_] / pair[short] for pair in by_shape.values() if short in pair and long_ in pair]
     if not ratios:
         return {}
-    median = (ratios[(len(ratios) - 1) // 2] + ratios[len(ratios) // 2]) / 2.0
     low, high = BOUNDS["model_short_row_read_share"]
-    return {"model_short_row_read_share": min(max(median, low), high)}
+    return {"model_short_row_read_share": min(max(statistics.median(ratios), low), high)}
 
 
 def floor_values(profile: Profile, timings: Sequence[Timing]) -> dict[str, float]:
