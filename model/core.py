@@ -44,6 +44,12 @@ VECTOR_BYTES = 16  # a full-width copy: 16 bytes a thread (narrower ones are 4- 
 # as a split Stream-K tail's 2.0 below.  Chosen from 0/1/2/4/8 on both GPUs' suites (exact path, H100: random-dev
 # 0.9722/p5 0.871 at 0 -> 0.9735/0.880 at 2; 4 and more pick worse on the H100); not a profile fit
 SPLITK_ARRIVAL_TRIPS = 2.0
+# L2 round trips every split-K program spends counting itself in after its K loop, holding its SM slot: the release
+# of its partial's stores, then the acq_rel add on the tile's counter whose value it waits for (kernels'
+# _reduce_slices), so per work item, not only on the last slice's path.  The kernel's code says two; sweeps say
+# about three: within a shape, doubling a split of one tile cost ~0.7 us more per added program per SM than the
+# model priced without them (H200, 2,250 pairs, median; L2 latency 0.23 us), and 3 scored alike
+SPLITK_COUNT_IN_TRIPS = 2.0
 
 
 class NumpyOps:
@@ -233,9 +239,10 @@ def cost(
     # plain 128x128x64 programs per SM no longer price below one flattened one (flatten probe: 26.2 us measured)
     serial = occ_f * hw.tile_overhead_s * (1.0 - c.flat_hide) + writes(conc)
     serial_l = occ_f * hw.tile_overhead_s * (1.0 - c.flat_hide) + writes(last)  # the last round's writers
-    fixed = latency * (1.0 - c.flat_hide) + serial + (exposed + fill) * (1.0 - c.is_flat)
+    count_in = c.is_split * SPLITK_COUNT_IN_TRIPS * hw.l2_latency_s  # a split-K program's arrival (above)
+    fixed = latency * (1.0 - c.flat_hide) + serial + (exposed + fill) * (1.0 - c.is_flat) + count_in
     # the last wave's rounds: all but the last full (occ_f programs per SM writing), the last with its own writers
-    fixed_l = latency * (1.0 - c.flat_hide) + (exposed_l + fill_l) * (1.0 - c.is_flat)
+    fixed_l = latency * (1.0 - c.flat_hide) + (exposed_l + fill_l) * (1.0 - c.is_flat) + count_in
     fixed_l = fixed_l + ((rounds - 1.0) * serial + serial_l) / rounds
     # a Stream-K slice: its partial stored, then its share (ceil(chunks / split) of TAIL_CHUNKS row chunks) of all
     # slices' partials read and written out through its SM, the fp32 partial traffic at 1/streamk_reduce_cost of
@@ -541,6 +548,8 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     if conc * item_bytes * write_share > write:
         write = conc * item_bytes * write_share
     fixed = latency * kept + resident * item_over + write  # the SM's resident programs in turn (core.cost)
+    if is_split:
+        fixed += SPLITK_COUNT_IN_TRIPS * l2_lat  # each program's count-in (core.cost)
     other = 0.0
     if stream:  # what a K-step costs beside its streaming (core.cost's ``other``)
         other = resident * per_program

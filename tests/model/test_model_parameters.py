@@ -192,6 +192,30 @@ def test_splitk_reduction_pays_its_arrival_round_trips(monkeypatch: pytest.Monke
     assert with_trips[1] == without[1]
 
 
+def test_every_split_k_program_pays_its_count_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each split-K program's count-in (release, acq_rel add: SPLITK_COUNT_IN_TRIPS L2 round trips) holds its SM
+    slot, so a split with more programs than slots pays it once per round of programs; other variants never."""
+    reset_parameters()
+    profile = h100_sxm()
+    hw = hardware(profile, "bf16")
+    problem = Problem(8, 16384, 8192, layout="nt")  # 256 tiles of 16x64, eight slices each: rounds of programs
+    split = GemmConfig("splitk", 16, 64, 128, num_warps=4, num_stages=4, split_k=8)
+    plain = GemmConfig("persistent", 16, 64, 128, num_warps=4, num_stages=4)
+    clear_tables()
+    with_trips = predict(problem, split, profile), predict(problem, plain, profile).time_s
+    monkeypatch.setattr(core, "SPLITK_COUNT_IN_TRIPS", 0.0)
+    clear_tables()
+    without = predict(problem, split, profile), predict(problem, plain, profile).time_s
+    clear_tables()
+    rounds = with_trips[0].details["waves"]
+    assert rounds > 1
+    assert with_trips[0].breakdown["fixed_per_item"] - without[0].breakdown["fixed_per_item"] == pytest.approx(
+        2.0 * hw.l2_latency_s, rel=1e-9
+    )
+    assert with_trips[0].time_s - without[0].time_s >= 0.9 * rounds * 2.0 * hw.l2_latency_s
+    assert with_trips[1] == without[1]
+
+
 def test_splitk_reduce_cost_slows_split_k_only() -> None:
     """model_splitk_reduce_cost scales the last slice's partial reads (split x tile x 4 bytes at the per-SM
     bandwidth) and nothing of the other variants."""
