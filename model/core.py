@@ -40,15 +40,14 @@ from theodolite.model.hardware import Hardware
 
 PARTIAL_BYTES = 4  # fp32 partial tiles (the kernels' split-K / Stream-K workspace)
 VECTOR_BYTES = 16  # a full-width copy: 16 bytes a thread (narrower ones are 4- or 8-byte rows' copies)
-# L2 round trips beyond its fill latency on a split-K tile's reduction path (count in, wait for the first partial),
-# as a split Stream-K tail's 2.0 below.  Chosen from 0/1/2/4/8 on both GPUs' suites (exact path, H100: random-dev
-# 0.9722/p5 0.871 at 0 -> 0.9735/0.880 at 2; 4 and more pick worse on the H100); not a profile fit
-SPLITK_ARRIVAL_TRIPS = 2.0
 # L2 round trips every split-K program spends counting itself in after its K loop, holding its SM slot: the release
 # of its partial's stores, then the acq_rel add on the tile's counter whose value it waits for (kernels'
-# _reduce_slices), so per work item, not only on the last slice's path.  The kernel's code says two; sweeps say
-# about three: within a shape, doubling a split of one tile cost ~0.7 us more per added program per SM than the
-# model priced without them (H200, 2,250 pairs, median; L2 latency 0.23 us), and 3 scored alike
+# _reduce_slices).  Priced per round of programs (a work item's fixed cost), the last round's included, so the
+# last slice's fix-up holds only its wait for the partials and their chain.  Before 2026-11-29 they were priced
+# once, on the fix-up (2.0 chosen from 0/1/2/4/8 on both GPUs' suites), which a one-round split still pays alike;
+# within a shape, doubling a split cost ~0.7 us more per added program per SM than that priced (H200 sweeps, 2,250
+# pairs, median; L2 latency 0.23 us) and 8 x 16896 x 2048 nt at split 16 measured 48.2 us against 28.1 priced, 33.3
+# with these (experiments/splitk_count_in.py)
 SPLITK_COUNT_IN_TRIPS = 2.0
 
 
@@ -301,9 +300,8 @@ def cost(
     coop = ((c.is_split > 0) & (c.split >= COOP_MIN_SPLIT)
             & (c.split * c.elems * PARTIAL_BYTES >= COOP_MIN_PARTIAL_BYTES) & (tiles * c.split <= sm))  # fmt: skip
     chain = chain * ops.where(coop, ceil(TAIL_CHUNKS / c.split) / TAIL_CHUNKS, 1.0)
-    # plus two L2 round trips on the last slice's path, as a Stream-K tail's: its arrival (the acq_rel counter
-    # add, after the release of its partial) and the wait for the first partial it sums
-    second = (latency + SPLITK_ARRIVAL_TRIPS * hw.l2_latency_s + mx(partials / ws_bw, chain)
+    # plus the last slice's wait for the first partial it sums (its count-in is in its round's fixed cost)
+    second = (latency + mx(partials / ws_bw, chain)
               + tiles * c.elems * out_bytes / hw.hbm_write_bandwidth)  # fmt: skip
     fixup = ops.where(c.is_split > 0, second, 0.0)
     launch = c.launch_fixed + ops.where(c.is_split, tiles * c.split, grid) * hw.program_start_s / sm
@@ -625,5 +623,5 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
     if coop and tiles * split <= sm:
         chain *= coop_share  # a cooperative reduction (core.cost)
     spread = partials / (l2_bw if partials <= l2_eff else hbm_read)
-    total += latency + SPLITK_ARRIVAL_TRIPS * l2_lat + (chain if chain > spread else spread)
+    total += latency + (chain if chain > spread else spread)
     return total + tiles * elems * out_bytes / hbm_write

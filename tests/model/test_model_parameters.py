@@ -175,28 +175,31 @@ def test_tma_l2_bandwidth_scale_moves_tma_configs_l2_time_only() -> None:
     clear_tables()
 
 
-def test_splitk_reduction_pays_its_arrival_round_trips(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A split-K tile's fix-up has SPLITK_ARRIVAL_TRIPS L2 round trips beyond its fill latency; other variants none."""
+def test_splitk_fixup_holds_the_wait_not_the_count_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split-K tile's fix-up is the last slice's wait for the partials (one fill latency) and their chain; its
+    count-in is priced with its round of programs, so the fix-up does not move with SPLITK_COUNT_IN_TRIPS."""
     reset_parameters()
-    profile = h100_sxm()
-    hw = hardware(profile, "bf16")
+    profile = _measured_h100()  # a measured L2 latency (a datasheet has none)
+    assert hardware(profile, "bf16").l2_latency_s > 0
     problem = Problem(256, 256, 8448)
     split = GemmConfig("splitk", 64, 64, 128, num_warps=4, num_stages=4, split_k=8)
-    plain = GemmConfig("persistent", 64, 64, 128, num_warps=4, num_stages=4, flatten=True)
     clear_tables()
-    with_trips = predict(problem, split, profile).breakdown["fixup"], predict(problem, plain, profile).time_s
-    monkeypatch.setattr(core, "SPLITK_ARRIVAL_TRIPS", 0.0)
+    with_trips = predict(problem, split, profile)
+    monkeypatch.setattr(core, "SPLITK_COUNT_IN_TRIPS", 0.0)
     clear_tables()
-    without = predict(problem, split, profile).breakdown["fixup"], predict(problem, plain, profile).time_s
-    assert with_trips[0] - without[0] == pytest.approx(2.0 * hw.l2_latency_s, rel=1e-9)
-    assert with_trips[1] == without[1]
+    without = predict(problem, split, profile)
+    clear_tables()
+    assert with_trips.breakdown["fixup"] == without.breakdown["fixup"]
+    assert with_trips.time_s > without.time_s
 
 
 def test_every_split_k_program_pays_its_count_in(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each split-K program's count-in (release, acq_rel add: SPLITK_COUNT_IN_TRIPS L2 round trips) holds its SM
-    slot, so a split with more programs than slots pays it once per round of programs; other variants never."""
+    slot, so a split with more programs than slots pays it once per round of programs on its SMs' time; other
+    variants never."""
     reset_parameters()
-    profile = h100_sxm()
+    profile = _measured_h100()  # a measured L2 latency (a datasheet has none)
+    assert hardware(profile, "bf16").l2_latency_s > 0
     hw = hardware(profile, "bf16")
     problem = Problem(8, 16384, 8192, layout="nt")  # 256 tiles of 16x64, eight slices each: rounds of programs
     split = GemmConfig("splitk", 16, 64, 128, num_warps=4, num_stages=4, split_k=8)
@@ -212,7 +215,9 @@ def test_every_split_k_program_pays_its_count_in(monkeypatch: pytest.MonkeyPatch
     assert with_trips[0].breakdown["fixed_per_item"] - without[0].breakdown["fixed_per_item"] == pytest.approx(
         2.0 * hw.l2_latency_s, rel=1e-9
     )
-    assert with_trips[0].time_s - without[0].time_s >= 0.9 * rounds * 2.0 * hw.l2_latency_s
+    # on the SMs' time, per round (a weight stream this size is HBM-bound overall: the rounds' trips hide there)
+    added = with_trips[0].breakdown["sm_time"] - without[0].breakdown["sm_time"]
+    assert added == pytest.approx(rounds * 2.0 * hw.l2_latency_s, rel=0.05)
     assert with_trips[1] == without[1]
 
 
