@@ -44,7 +44,7 @@ VECTOR_BYTES = 16  # a full-width copy: 16 bytes a thread (narrower ones are 4- 
 # of its partial's stores, then the acq_rel add on the tile's counter whose value it waits for (kernels'
 # _reduce_slices).  Priced per round of programs (a work item's fixed cost), the last round's included, so the
 # last slice's fix-up holds only its wait for the partials and their chain.  Before 2026-11-29 they were priced
-# once, on the fix-up (2.0 chosen from 0/1/2/4/8 on both GPUs' suites), which a one-round split still pays alike;
+# once, on the fix-up (2.0 chosen from 0/1/2/4/8 on both GPUs' suites), which a one-round split pays about alike;
 # within a shape, doubling a split cost ~0.7 us more per added program per SM than that priced (H200 sweeps, 2,250
 # pairs, median; L2 latency 0.23 us) and 8 x 16896 x 2048 nt at split 16 measured 48.2 us against 28.1 priced, 33.3
 # with these (experiments/splitk_count_in.py)

@@ -199,8 +199,8 @@ def test_every_split_k_program_pays_its_count_in(monkeypatch: pytest.MonkeyPatch
     variants never."""
     reset_parameters()
     profile = _measured_h100()  # a measured L2 latency (a datasheet has none)
-    assert hardware(profile, "bf16").l2_latency_s > 0
     hw = hardware(profile, "bf16")
+    assert hw.l2_latency_s > 0
     problem = Problem(8, 16384, 8192, layout="nt")  # 256 tiles of 16x64, eight slices each: rounds of programs
     split = GemmConfig("splitk", 16, 64, 128, num_warps=4, num_stages=4, split_k=8)
     plain = GemmConfig("persistent", 16, 64, 128, num_warps=4, num_stages=4)
