@@ -225,11 +225,21 @@ def cost(
     # zero fill
     other = mx(occ_f * per_prog, mx(per_prog + overhead, hide))
     fill = mx(mn(c.prefetch, iters) * stream - iters * (it_f - other), 0.0)
+    # the K-steps the prologue prefetched were requested with the item's first: their operands arrive after the
+    # latency its fixed cost holds (``latency`` below) and the fill, so they do not wait their share of it again, as
+    # a steady-state K-step does (``hide``); they cost their instructions, their streaming and their L2 requests
+    # (``bare``).  Per work item, or once per program for a flattened loop, as the fill.  Counted twice before
+    # (2026-11-29), a lone item's latency-bound loop of n steps read one latency (over the hiding) more than n steps
+    asynchronous = 0.0 if scalar else 1.0
+    prefetched = asynchronous * mn(c.prefetch, iters) * (it_f - mx(mx(occ_f * per_sm, per_prog + overhead),
+                                                                  mx(stream, l2_step)))  # fmt: skip
     # the last wave's items run their own K-steps (a Stream-K tail's slices: iters_l) at their own resident count:
     # their prologue with those (what their loop absorbs at it_l, or a faster read ceiling could cost time)
     exposed_l = mx(c.prefetch - iters_l, 0.0) * fill_row
     other_l = mx(occ_l * per_prog, mx(per_prog + overhead, hide))
     fill_l = mx(mn(c.prefetch, iters_l) * stream - iters_l * (it_l - other_l), 0.0)
+    prefetched_l = asynchronous * mn(c.prefetch, iters_l) * (it_l - mx(mx(occ_l * per_sm, per_prog + overhead),
+                                                                      mx(stream, l2_step)))  # fmt: skip
     # what an item runs outside its K loop (index math, accumulator set-up, the epilogue's conversion and stores)
     # issues from its SM's schedulers and store path, which the SM's resident programs take in turn, as they share
     # its matrix units in the K-steps (occ_f x per_sm): per wave of items, occ_f of those; their first loads' latency
@@ -239,9 +249,11 @@ def cost(
     serial = occ_f * hw.tile_overhead_s * (1.0 - c.flat_hide) + writes(conc)
     serial_l = occ_f * hw.tile_overhead_s * (1.0 - c.flat_hide) + writes(last)  # the last round's writers
     count_in = c.is_split * SPLITK_COUNT_IN_TRIPS * hw.l2_latency_s  # a split-K program's arrival (above)
-    fixed = latency * (1.0 - c.flat_hide) + serial + (exposed + fill) * (1.0 - c.is_flat) + count_in
+    prologue = exposed + fill - prefetched
+    prologue_l = exposed_l + fill_l - prefetched_l
+    fixed = latency * (1.0 - c.flat_hide) + serial + prologue * (1.0 - c.is_flat) + count_in
     # the last wave's rounds: all but the last full (occ_f programs per SM writing), the last with its own writers
-    fixed_l = latency * (1.0 - c.flat_hide) + (exposed_l + fill_l) * (1.0 - c.is_flat) + count_in
+    fixed_l = latency * (1.0 - c.flat_hide) + prologue_l * (1.0 - c.is_flat) + count_in
     fixed_l = fixed_l + ((rounds - 1.0) * serial + serial_l) / rounds
     # a Stream-K slice: its partial stored, then its share (ceil(chunks / split) of TAIL_CHUNKS row chunks) of all
     # slices' partials read and written out through its SM, the fp32 partial traffic at 1/streamk_reduce_cost of
@@ -254,10 +266,10 @@ def cost(
                      + (2.0 + chunk_loads * sk_split) * hw.l2_latency_s, 0.0)  # fmt: skip
     sk_slow = 1.0 + c.is_sk * (hw.streamk_slowdown - 1.0) * reduces
     # the full waves' SM time (a flattened loop's one prologue with them when they exist), then the last wave's
-    flat_fill = ops.where(full > 0, exposed + fill, 0.0) * c.is_flat
+    flat_fill = ops.where(full > 0, prologue, 0.0) * c.is_flat
     sm_full = full * (fixed + iters * it_f) + c.flat_hide * before + flat_fill
     sm_last = has_rest * (rounds * (fixed_l + tail) + iters_l * sk_slow * ((rounds - 1.0) * it_f + it_l))
-    sm_last = sm_last + ops.where(full > 0, 0.0, exposed_l + fill_l) * c.is_flat
+    sm_last = sm_last + ops.where(full > 0, 0.0, prologue_l) * c.is_flat
     sm_time = sm_full + sm_last
 
     # ---- memory system: a shared fluid within each phase of the kernel ----
@@ -325,6 +337,7 @@ def cost(
         "fixed_per_item": fixed,
         "zero_fill": exposed,  # a short loop's zero-filled prologue stages (per item; once per program if flat)
         "pipeline_fill": fill,  # the prologue's prefetched steps at one SM's streaming ceiling (as zero_fill)
+        "prefetched": prefetched,  # what those steps do not wait, of the K-steps' time (as zero_fill)
         "#tiles": tiles,
         "#items": items,
         "#concurrent": conc,
@@ -558,6 +571,15 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         if l2_step > other:
             other = l2_step
     exposed = _prologue(iters, prefetch, stage_fill, stream, it_f, other)
+    if not sync:  # the prefetched K-steps wait no share of the latency again (core.cost)
+        bare = resident * per_sm
+        if busy > bare:
+            bare = busy
+        if stream > bare:
+            bare = stream
+        if l2_step > bare:
+            bare = l2_step
+        exposed -= (prefetch if prefetch < iters else iters) * (it_f - bare)
     sm_time = full * (fixed + exposed * (1.0 - is_flat) + iters * it_f) + fh * (latency + tile_over)
     if full:
         sm_time += exposed * is_flat  # per work item, or once per program for a flattened loop
@@ -584,8 +606,9 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         if chain > it_l:
             it_l = chain
         iters_l = -(-kt // sk_split) if units else iters
+        resident_l = -(-last // (last if last < sm else sm))
         if stream:  # the last wave's prologue with its own K-steps and resident count (core.cost)
-            other_l = -(-last // (last if last < sm else sm)) * per_program
+            other_l = resident_l * per_program
             if busy > other_l:
                 other_l = busy
             if hide > other_l:
@@ -593,8 +616,17 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
             if l2_step > other_l:
                 other_l = l2_step
             exposed = _prologue(iters_l, prefetch, stage_fill, stream, it_l, other_l)
-        elif iters_l != iters:
+        else:
             exposed = _prologue(iters_l, prefetch, stage_fill, stream, it_l, other)
+        if not sync:
+            bare = resident_l * per_sm
+            if busy > bare:
+                bare = busy
+            if stream > bare:
+                bare = stream
+            if l2_step > bare:
+                bare = l2_step
+            exposed -= (prefetch if prefetch < iters_l else iters_l) * (it_l - bare)
         if not full:
             sm_time += exposed * is_flat
         if units > remainder:  # a split Stream-K tail (core.cost)

@@ -160,7 +160,7 @@ class AlignmentClass:
         self.bound = [
             (int(table.bm[i]), int(table.bn[i]), int(table.bk[i]), int(table.split[i]), float(coef[i]),
              int(view.slots[i]), int(table.pprog[i]), bool(table.is_splitk[i]), float(it_min[i]),
-             float(table.launch_fixed[i]), float(fixed_min[i]), float(per_sm[i]), sm_count)
+             float(table.launch_fixed[i]), float(fixed_min[i]), float(per_sm[i]), sm_count, float(table.prefetch[i]))
             for i in range(len(table.configs))
         ]  # fmt: skip
         self.grid: grid_cache.Grid | None = None
@@ -403,7 +403,7 @@ class AlignmentClass:
         for i, corner_low, centre_fill in cands:
             if not legal[i] or corner_low > best_t or (decode is not None and decode[i]):
                 continue
-            bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch, fixed_min, per_sm, sms = bound[i]
+            bm, bn, bk, split, coef, slots, pprog, is_split, it_min, launch, fixed_min, per_sm, sms, pre = bound[i]
             tiles = -(-m // bm) * -(-n // bn)
             iters = -(-k // bk)
             if is_split:
@@ -435,13 +435,14 @@ class AlignmentClass:
                     continue
             lower = items * iters * coef
             if it_min:
-                step = -(-conc // sms) * per_sm
-                if step < it_min:
-                    step = it_min
-                waves_time = full * (iters * step + fixed_min)
+                # the K-steps a prologue prefetched wait no latency (core.cost): only their SM's share counts
+                pre_n = pre if pre < iters else iters
+                bare = -(-conc // sms) * per_sm
+                step = bare if bare > it_min else it_min
+                waves_time = full * ((iters - pre_n) * step + pre_n * bare + fixed_min)
                 if rest:  # the last wave's SMs hold fewer programs
-                    step = -(-rest // (rest if rest < sms else sms)) * per_sm
-                    waves_time += iters * (step if step > it_min else it_min) + fixed_min
+                    bare = -(-rest // (rest if rest < sms else sms)) * per_sm
+                    waves_time += (iters - pre_n) * (bare if bare > it_min else it_min) + pre_n * bare + fixed_min
                 if waves_time > lower:
                     lower = waves_time
             if (launch + lower) * BOUND_MARGIN > best_t:

@@ -572,8 +572,36 @@ def test_pipeline_fill_charges_each_item_its_prefetched_steps_at_the_streaming_c
     flat, loop = (table.index[key] for key in twins)
     assert terms["pipeline_fill"][flat] == pytest.approx(terms["pipeline_fill"][loop])
     assert terms["pipeline_fill"][loop] > 0
-    latency_hidden = (terms["fixed_per_item"][loop] - terms["pipeline_fill"][loop]) - terms["fixed_per_item"][flat]
+    prologue = terms["pipeline_fill"][loop] - terms["prefetched"][loop]
+    latency_hidden = (terms["fixed_per_item"][loop] - prologue) - terms["fixed_per_item"][flat]
     assert latency_hidden >= 0  # the flat loop's items also hide a share of their latency and overhead
+
+
+def test_prefetched_k_steps_wait_no_share_of_the_latency_again() -> None:
+    """A loop's first (stages - 1) K-steps were requested in its prologue, with its first: they arrive after the
+    latency its fixed cost holds, so they do not wait a steady-state step's share of it (``hide``) again; the steps
+    after them do.  Element-wise operands prefetch nothing."""
+    from pathlib import Path
+
+    from theodolite.model.predict import ConfigTable, evaluate
+
+    from theodolite.profile.hdf5 import load_profile
+
+    profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "nvidia-h200.h5")
+    table = ConfigTable(profile, "bf16")
+    i = table.index["persistent/64x64x64/g8/w4/s4/k1"]  # three prefetched steps
+
+    def terms(k: int) -> dict[str, float]:  # one tile: one work item, its loop latency-bound
+        return {name: float(v[i]) for name, v in evaluate(table, Problem(64, 64, k), detail=True)[1].items()}
+
+    one, three, many = terms(64), terms(3 * 64), terms(12 * 64)
+    assert one["iter_latency"] > one["iter_compute"] and one["prefetched"] > 0  # waiting is what a step does
+    assert three["prefetched"] == pytest.approx(3 * one["prefetched"], rel=1e-6)  # each prefetched step's wait
+    assert many["prefetched"] == pytest.approx(three["prefetched"], rel=1e-6)  # and no more than the prologue's
+    # the item's loop: its steps past the prologue wait their share, the three before them only their work
+    assert many["sm_time"] - three["sm_time"] == pytest.approx(9 * many["iter_total"], rel=1e-6)
+    assert three["sm_time"] - one["sm_time"] < 2 * one["iter_total"]  # two more prefetched steps, their fill too
+    assert terms(64 * 3 - 1)["prefetched"] == 0.0  # an odd K: element-wise, synchronous loads
 
 
 def test_resident_programs_take_their_items_fixed_work_in_turn() -> None:
