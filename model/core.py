@@ -227,9 +227,9 @@ def cost(
     fill = mx(mn(c.prefetch, iters) * stream - iters * (it_f - other), 0.0)
     # the K-steps the prologue prefetched were requested with the item's first: their operands arrive after the
     # latency its fixed cost holds (``latency`` below) and the fill, so they do not wait their share of it again, as
-    # a steady-state K-step does (``hide``); they cost their instructions, their streaming and their L2 requests
-    # (``bare``).  Per work item, or once per program for a flattened loop, as the fill.  Counted twice before
-    # (2026-11-29), a lone item's latency-bound loop of n steps read one latency (over the hiding) more than n steps
+    # a steady-state K-step does (``hide``); they cost the larger of their SM's matrix share, their instructions,
+    # their streaming and their L2 requests.  Per work item, or once per program for a flattened loop, as the fill.
+    # Before 2026-11-29 that wait was counted twice: a latency-bound item paid about one latency over the hiding more
     asynchronous = 0.0 if scalar else 1.0
     prefetched = asynchronous * mn(c.prefetch, iters) * (it_f - mx(mx(occ_f * per_sm, per_prog + overhead),
                                                                   mx(stream, l2_step)))  # fmt: skip
