@@ -3,7 +3,8 @@
 ``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``,
 ``out_vec.py``, ``composite_tiles.py``, ``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``,
 ``tma_streamk.py``, ``tma_balanced.py``, ``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``,
-``hot_rows.py``, and the ``bench --config`` runs of ``tma_twins.py``, ``decode_depth.py``, ``pipeline_fill.py``):
+``hot_rows.py``, and the ``bench --config`` runs of ``tma_twins.py``, ``decode_depth.py``, ``pipeline_fill.py``,
+``splitk_short_slices.py``; the within-shape residuals of committed sweeps for their ``--sweeps`` modes):
 the GPU's short name, kernels copied with an ``epilogue`` switch flipped, compiling in worker processes, the
 copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
 torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
@@ -27,7 +28,7 @@ import theodolite.kernels.config as config_module
 import torch
 import triton
 from theodolite.kernels.benchmark import Timer, _shape_inputs, make_inputs, rotation_count
-from theodolite.kernels.config import ConfigError, GemmConfig
+from theodolite.kernels.config import ConfigError, GemmConfig, Problem
 from theodolite.kernels.launch import plan_gemm
 
 T = TypeVar("T")
@@ -401,6 +402,43 @@ def bench_configs(shapes: Sequence[tuple[str, int, int, int]], keys: Sequence[st
     args = [a for key in keys for a in ("--config", key)]
     command = [sys.executable, "-m", "theodolite", "bench", "--shapes", csv.name, "--dtype", dtype, "--layout", layout]
     subprocess.run([*command, *args, "-o", path], check=True)
+
+
+def sweep_residuals(profile_path: str, paths: Sequence[str]) -> Iterator[tuple[GemmConfig, dict[str, float], float]]:
+    """(config, its model terms, log(measured / predicted) less its shape's median) for every timed config the model
+    calls legal, over the aligned shapes (16-byte loads) of committed sweeps: residuals within a shape, so a term the
+    model misses for one kind of config shows against the others of the same shape, all of them, not the fastest."""
+    from pathlib import Path
+
+    import numpy as np
+    from fit_cv import sweep_timings
+    from theodolite.kernels.config import load_widths
+    from theodolite.model.predict import ConfigTable, evaluate
+
+    from theodolite.profile.hdf5 import load_profile
+
+    profile = load_profile(profile_path)
+    tables: dict[str, ConfigTable] = {}
+    for path in paths:
+        shapes: dict[tuple[int, int, int, str, str], dict[str, float]] = {}
+        for t in sweep_timings(Path(path)):
+            shapes.setdefault((t.m, t.n, t.k, t.layout, t.dtype), {})[t.key] = t.seconds
+        for (m, n, k, layout, dtype), measured in shapes.items():
+            problem = Problem(m, n, k, dtype=dtype, layout=layout)
+            if min(load_widths(problem)) < 16:
+                continue
+            table = tables.setdefault(dtype, ConfigTable(profile, dtype))
+            times, terms = evaluate(table, problem, detail=True)
+            legal = table.legal_mask(problem)
+            rows = [
+                (table.index[key], s) for key, s in measured.items() if key in table.index and legal[table.index[key]]
+            ]
+            if len(rows) < 4:
+                continue
+            logs = [math.log(s / times[i]) for i, s in rows]
+            middle = float(np.median(logs))
+            for (i, _), value in zip(rows, logs, strict=True):
+                yield table.configs[i], {name: float(v[i]) for name, v in terms.items()}, value - middle
 
 
 def dispatch(run: Callable[[str], None], summary: Callable[[str, str], None],
