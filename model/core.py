@@ -571,15 +571,12 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
         if l2_step > other:
             other = l2_step
     exposed = _prologue(iters, prefetch, stage_fill, stream, it_f, other)
-    if not sync:  # the prefetched K-steps wait no share of the latency again (core.cost)
+    if not sync:  # the prefetched K-steps wait no share of the latency again: their floor beside the SM's share
+        unshared = busy if busy > stream else stream
+        if l2_step > unshared:
+            unshared = l2_step
         bare = resident * per_sm
-        if busy > bare:
-            bare = busy
-        if stream > bare:
-            bare = stream
-        if l2_step > bare:
-            bare = l2_step
-        exposed -= (prefetch if prefetch < iters else iters) * (it_f - bare)
+        exposed -= (prefetch if prefetch < iters else iters) * (it_f - (bare if bare > unshared else unshared))
     sm_time = full * (fixed + exposed * (1.0 - is_flat) + iters * it_f) + fh * (latency + tile_over)
     if full:
         sm_time += exposed * is_flat  # per work item, or once per program for a flattened loop
@@ -620,13 +617,7 @@ def scalar_time(p: tuple[Any, ...], m: int, n: int, k: int, batch: int = 1) -> f
             exposed = _prologue(iters_l, prefetch, stage_fill, stream, it_l, other)
         if not sync:
             bare = resident_l * per_sm
-            if busy > bare:
-                bare = busy
-            if stream > bare:
-                bare = stream
-            if l2_step > bare:
-                bare = l2_step
-            exposed -= (prefetch if prefetch < iters_l else iters_l) * (it_l - bare)
+            exposed -= (prefetch if prefetch < iters_l else iters_l) * (it_l - (bare if bare > unshared else unshared))
         if not full:
             sm_time += exposed * is_flat
         if units > remainder:  # a split Stream-K tail (core.cost)
