@@ -414,6 +414,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="store the fitted/set parameters in this profile (a copy of --profile; replaced atomically)",
     )  # fmt: skip
     parser.add_argument("--note", default="", help="with --write-profile: why these values (kept with each metric)")
+    parser.add_argument(
+        "--losses", choices=("kind", "rows"), default=None,
+        help="also print where selection loses: missed picks grouped by picked -> fastest kind, or by M band",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     from theodolite.api import resolve
 
@@ -450,6 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarize(results, profile, pickers)
     print(f"{args.results} on profile {profile.origin} ({profile.device_name}, {profile.provenance.source})")
     print(format_summary(summary, args.worst))
+    if args.losses:
+        from theodolite.model.selection_loss import format_losses
+
+        print()
+        print(format_losses(summary.shapes, args.losses))
     return 0
 
 

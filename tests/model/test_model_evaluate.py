@@ -162,3 +162,17 @@ def test_breakdown_by_suite_layout_and_m() -> None:
     assert groups[f"M > {SKINNY_M}"]["geomean"] == pytest.approx(1.0)
     assert groups["layout nt"]["geomean"] == pytest.approx(0.8**0.5)
     assert list(per_suite(summary)) == ["wide"]
+
+
+def test_cli_losses_name_the_kind_a_slow_pick_loses_to(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from theodolite.model.selection_loss import config_kind
+
+    from theodolite.profile import save_profile
+
+    pick = rank(Problem(*SHAPES[0]), H100)[0].key
+    save_profile(H100, tmp_path / "h100.h5")
+    path = save_results(_results({pick: 2.0}), tmp_path / "bench.json")
+    assert main([str(path), "--profile", str(tmp_path / "h100.h5"), "--no-peers", "--losses", "kind"]) == 0
+    out = capsys.readouterr().out
+    assert "where selection loses, by kind" in out
+    assert f"{config_kind(pick)} -> " in out.split("where selection loses")[1]
