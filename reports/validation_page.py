@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +200,41 @@ def _breakdowns(results: Results, rows: list[dict[str, Any]], profile_path: str 
     return out
 
 
+def _losses_table(results: Results) -> str:
+    """The recorded picks that missed the fastest config, grouped by the kind picked against the kind that won
+    (model.selection_loss): which part of the model to look at first."""
+    from theodolite.model.selection_loss import selection_losses
+
+    scores = []
+    for shape in results.shapes:
+        r = shape_summary(shape)
+        if r["pick_key"] and r["best_key"] and r["efficiency"] is not None:
+            scores.append(_Scored(shape.M, str(r["pick_key"]), str(r["best_key"]), float(r["efficiency"])))
+    rows = [
+        [g.group, str(g.missed), _fmt(g.loss), f"{g.share:.1%}", _fmt(g.geomean_gain, ".4f")]
+        for g in selection_losses(scores)[:12]
+    ]
+    if not rows:
+        return "<p class='small'>Every recorded pick is the fastest config (or none was recorded).</p>"
+    caption = (
+        "<p class='small'>Missed picks by the kind picked -> the kind that ran fastest (<code>+</code> a composite "
+        "tile, <code>/f</code> a flattened loop); loss: the sum of -log efficiency; the last column: the suite's "
+        "geomean were those picks the fastest, over what it is. <code>python -m theodolite.model.evaluate FILE "
+        "--losses kind</code> re-picks with a profile.</p>"
+    )
+    return caption + html.table(
+        ["picked -> fastest", "missed", "loss", "share", "geomean gain"], rows, numeric=(1, 2, 3, 4)
+    )
+
+
+@dataclass(frozen=True)
+class _Scored:
+    M: int
+    pick: str
+    best: str
+    efficiency: float
+
+
 def _fmt(value: float | None, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -250,6 +286,8 @@ def render_validation(results: Results, profile_path: str | None = None, source:
     body.append(
         html.plot_or_missing(ours_vs_torch(summary), "ours vs torch", "per shape, sorted", "no torch.matmul timing")
     )
+    body.append("<h2>Where selection loses</h2>")
+    body.append(_losses_table(results))
     body.append("<h2>Worst picks</h2>")
     explained = _breakdowns(results, summary["worst"], profile_path)
     if summary["worst"] and not explained:

@@ -1,4 +1,4 @@
-"""The model-validation page renders from a results file: summary, three plots, worst picks."""
+"""The model-validation page renders from a results file: summary, plots, where selection loses, worst picks."""
 
 from __future__ import annotations
 
@@ -60,6 +60,9 @@ def test_validation_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
             image.load()
     assert "Worst picks" in text and "selection efficiency geomean" in text and "incomplete" in text
     assert "not measured" not in text.lower()
+    # half the picks miss (i % 4 of 1 and 3), all persistent beside persistent: one loss group, the whole loss
+    losses = text.split("Where selection loses")[1].split("Worst picks")[0]
+    assert "persistent -&gt; persistent" in losses and "100.0%" in losses
 
 
 def test_validation_page_without_model_fields(tmp_path: Path) -> None:
@@ -68,3 +71,4 @@ def test_validation_page_without_model_fields(tmp_path: Path) -> None:
     assert main(["report", "--results", str(path), "-o", str(tmp_path)]) == 0
     text = (tmp_path / "bench.html").read_text()
     assert text.count("Not measured") == 3  # no picks (2 plots), no predictions; the torch plot uses the oracle best
+    assert "none was recorded" in text
