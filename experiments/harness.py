@@ -22,6 +22,7 @@ import tempfile
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import theodolite.kernels.config as config_module
@@ -404,13 +405,22 @@ def bench_configs(shapes: Sequence[tuple[str, int, int, int]], keys: Sequence[st
     subprocess.run([*command, *args, "-o", path], check=True)
 
 
-def sweep_residuals(profile_path: str, paths: Sequence[str]) -> Iterator[tuple[GemmConfig, dict[str, float], float]]:
-    """(config, its model terms, log(measured / predicted) less its shape's median) for every timed config the model
-    calls legal, over the aligned shapes (16-byte loads) of committed sweeps: residuals within a shape, so a term the
-    model misses for one kind of config shows against the others of the same shape, all of them, not the fastest."""
+@dataclass
+class SweptShape:
+    """One aligned shape of a committed sweep, priced by the model: its timings by config key, the model's times and
+    detail terms over ``table``'s configs, and which of them are legal."""
+
+    table: Any  # model.predict.ConfigTable
+    measured: dict[str, float]
+    times: Any
+    terms: dict[str, Any]
+    legal: Any
+
+
+def aligned_sweep_shapes(profile_path: str, paths: Sequence[str]) -> Iterator[SweptShape]:
+    """Every shape of the committed sweeps whose operands load 16 bytes at a time, priced by the profile's model."""
     from pathlib import Path
 
-    import numpy as np
     from fit_cv import sweep_timings
     from theodolite.kernels.config import load_widths
     from theodolite.model.predict import ConfigTable, evaluate
@@ -429,16 +439,24 @@ def sweep_residuals(profile_path: str, paths: Sequence[str]) -> Iterator[tuple[G
                 continue
             table = tables.setdefault(dtype, ConfigTable(profile, dtype))
             times, terms = evaluate(table, problem, detail=True)
-            legal = table.legal_mask(problem)
-            rows = [
-                (table.index[key], s) for key, s in measured.items() if key in table.index and legal[table.index[key]]
-            ]
-            if len(rows) < 4:
-                continue
-            logs = [math.log(s / times[i]) for i, s in rows]
-            middle = float(np.median(logs))
-            for (i, _), value in zip(rows, logs, strict=True):
-                yield table.configs[i], {name: float(v[i]) for name, v in terms.items()}, value - middle
+            yield SweptShape(table, measured, times, terms, table.legal_mask(problem))
+
+
+def sweep_residuals(profile_path: str, paths: Sequence[str]) -> Iterator[tuple[GemmConfig, dict[str, float], float]]:
+    """(config, its model terms, log(measured / predicted) less its shape's median) for every timed config the model
+    calls legal, over the aligned shapes (16-byte loads) of committed sweeps: residuals within a shape, so a term the
+    model misses for one kind of config shows against the others of the same shape, all of them, not the fastest."""
+    import numpy as np
+
+    for shape in aligned_sweep_shapes(profile_path, paths):
+        index, legal, times = shape.table.index, shape.legal, shape.times
+        rows = [(index[key], s) for key, s in shape.measured.items() if key in index and legal[index[key]]]
+        if len(rows) < 4:
+            continue
+        logs = [math.log(s / times[i]) for i, s in rows]
+        middle = float(np.median(logs))
+        for (i, _), value in zip(rows, logs, strict=True):
+            yield shape.table.configs[i], {name: float(v[i]) for name, v in shape.terms.items()}, value - middle
 
 
 def dispatch(run: Callable[[str], None], summary: Callable[[str, str], None],

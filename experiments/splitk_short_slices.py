@@ -93,40 +93,23 @@ def twins(profile_path: str, paths: list[str]) -> None:
     """Every split-K timing of the sweeps (aligned operands) beside its persistent twin (same tile, BLOCK_K, warps and
     stages) on the same shape: measured minus the model's (split-K less twin), in us, median by output-tile elements,
     waves and split; a split-K term the model misses shows here without the other variants' errors."""
-    from pathlib import Path
+    from harness import aligned_sweep_shapes
 
-    from fit_cv import sweep_timings
-    from theodolite.kernels.config import Problem, load_widths
-    from theodolite.model.predict import ConfigTable, evaluate
-
-    from theodolite.profile.hdf5 import load_profile
-
-    profile = load_profile(profile_path)
-    tables: dict[str, ConfigTable] = {}
     excess: dict[tuple[int, str, int], list[float]] = defaultdict(list)
-    for path in paths:
-        shapes: dict[tuple[int, int, int, str, str], dict[str, float]] = {}
-        for t in sweep_timings(Path(path)):
-            shapes.setdefault((t.m, t.n, t.k, t.layout, t.dtype), {})[t.key] = t.seconds
-        for (m, n, k, layout, dtype), measured in shapes.items():
-            problem = Problem(m, n, k, dtype=dtype, layout=layout)
-            if min(load_widths(problem)) < 16:
+    for shape in aligned_sweep_shapes(profile_path, paths):
+        table, measured, times, terms, legal = shape.table, shape.measured, shape.times, shape.terms, shape.legal
+        for key, seconds in measured.items():
+            twin = "persistent/" + "/".join(key.split("/")[1:-1]) + "/k1"
+            if not key.startswith("splitk/") or twin not in measured or twin not in table.index:
                 continue
-            table = tables.setdefault(dtype, ConfigTable(profile, dtype))
-            times, terms = evaluate(table, problem, detail=True)
-            legal = table.legal_mask(problem)
-            for key, seconds in measured.items():
-                twin = "persistent/" + "/".join(key.split("/")[1:-1]) + "/k1"
-                if not key.startswith("splitk/") or twin not in measured or twin not in table.index:
-                    continue
-                i, j = table.index.get(key), table.index[twin]
-                if i is None or not (legal[i] and legal[j]):
-                    continue
-                config = table.configs[i]
-                waves = terms["#waves"][i]
-                band = "1" if waves <= 1 else "2-3" if waves <= 3 else "4+"
-                over = (seconds - measured[twin]) - (times[i] - times[j])
-                excess[(config.block_m * config.block_n, band, min(config.split_k, 16))].append(over * 1e6)
+            i, j = table.index.get(key), table.index[twin]
+            if i is None or not (legal[i] and legal[j]):
+                continue
+            config = table.configs[i]
+            waves = terms["#waves"][i]
+            band = "1" if waves <= 1 else "2-3" if waves <= 3 else "4+"
+            over = (seconds - measured[twin]) - (times[i] - times[j])
+            excess[(config.block_m * config.block_n, band, min(config.split_k, 16))].append(over * 1e6)
     print("split-K less its persistent twin, measured minus the model's (us), median:")
     for (elems, band, split), values in sorted(excess.items()):
         if len(values) >= 10:
