@@ -96,6 +96,7 @@ def twins(profile_path: str, paths: list[str]) -> None:
     from harness import aligned_sweep_shapes
 
     excess: dict[tuple[int, str, int], list[float]] = defaultdict(list)
+    by_workspace: dict[str, list[float]] = defaultdict(list)  # multi-wave pairs by the partials' bytes over the L2's
     for shape in aligned_sweep_shapes(profile_path, paths):
         table, measured, times, terms, legal = shape.table, shape.measured, shape.times, shape.terms, shape.legal
         for key, seconds in measured.items():
@@ -110,6 +111,10 @@ def twins(profile_path: str, paths: list[str]) -> None:
             band = "1" if waves <= 1 else "2-3" if waves <= 3 else "4+"
             over = (seconds - measured[twin]) - (times[i] - times[j])
             excess[(config.block_m * config.block_n, band, min(config.split_k, 16))].append(over * 1e6)
+            if waves > 1:
+                workspace = terms["#tiles"][i] * config.split_k * config.block_m * config.block_n * 4
+                share = workspace / table.hw.l2_effective_bytes
+                by_workspace["<= 1/4" if share <= 0.25 else "<= 1" if share <= 1 else "> 1"].append(over * 1e6)
     print("split-K less its persistent twin, measured minus the model's (us), median:")
     for (elems, band, split), values in sorted(excess.items()):
         if len(values) >= 10:
@@ -117,6 +122,10 @@ def twins(profile_path: str, paths: list[str]) -> None:
                 f"  {elems:5d}-element tiles, {band:3s} waves, split {split:2d}: {statistics.median(values):+6.2f} us"
                 f" over {len(values)} pairs"
             )
+    print("over more than one wave, by the split's fp32 partials over the profile's effective L2:")
+    for band in ("<= 1/4", "<= 1", "> 1"):
+        if by_workspace[band]:
+            print(f"  {band:6s}: {statistics.median(by_workspace[band]):+6.2f} us over {len(by_workspace[band])} pairs")
 
 
 if __name__ == "__main__":
