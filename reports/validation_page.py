@@ -200,16 +200,16 @@ def _breakdowns(results: Results, rows: list[dict[str, Any]], profile_path: str 
     return out
 
 
-def _losses_table(results: Results) -> str:
+def _losses_table(shape_rows: list[tuple[Any, dict[str, Any]]]) -> str:
     """The recorded picks that missed the fastest config, grouped by the kind picked against the kind that won
-    (model.selection_loss): which part of the model to look at first."""
+    (model.selection_loss): which part of the model to look at first.  ``shape_rows``: (shape, shape_summary)."""
     from theodolite.model.selection_loss import selection_losses
 
-    scores = []
-    for shape in results.shapes:
-        r = shape_summary(shape)
-        if r["pick_key"] and r["best_key"] and r["efficiency"] is not None:
-            scores.append(_Scored(shape.M, str(r["pick_key"]), str(r["best_key"]), float(r["efficiency"])))
+    scores = [
+        _Scored(shape.M, str(r["pick_key"]), str(r["best_key"]), float(r["efficiency"]))
+        for shape, r in shape_rows
+        if r["pick_key"] and r["best_key"] and r["efficiency"] is not None
+    ]
     rows = [
         [g.group, str(g.missed), _fmt(g.loss), f"{g.share:.1%}", _fmt(g.geomean_gain, ".4f")]
         for g in selection_losses(scores)[:12]
@@ -287,7 +287,8 @@ def render_validation(results: Results, profile_path: str | None = None, source:
         html.plot_or_missing(ours_vs_torch(summary), "ours vs torch", "per shape, sorted", "no torch.matmul timing")
     )
     body.append("<h2>Where selection loses</h2>")
-    body.append(_losses_table(results))
+    shape_rows = [(shape, shape_summary(shape)) for shape in results.shapes]
+    body.append(_losses_table(shape_rows))
     body.append("<h2>Worst picks</h2>")
     explained = _breakdowns(results, summary["worst"], profile_path)
     if summary["worst"] and not explained:
@@ -328,8 +329,7 @@ def render_validation(results: Results, profile_path: str | None = None, source:
     )
     body.append("<h2>Every shape</h2>")
     every = []
-    for shape in results.shapes:
-        r = shape_summary(shape)
+    for shape, r in shape_rows:
         peers = ", ".join(f"{p} {_fmt(v)}" for p, v in sorted(r["peers"].items()))
         every.append(
             [
