@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from theodolite.reports import html  # noqa: E402
 
 from theodolite.results import Results, load_results, results_stem  # noqa: E402
-from theodolite.validation import shape_summary, summarize, summary_lines  # noqa: E402
+from theodolite.validation import recorded_picks, shape_summary, summarize, summary_lines  # noqa: E402
 
 INTRO = (
     "For every shape, torch.matmul and every legal kernel config (the exhaustive oracle) were timed side by side "
@@ -205,14 +204,9 @@ def _losses_table(shape_rows: list[tuple[Any, dict[str, Any]]]) -> str:
     (model.selection_loss): which part of the model to look at first.  ``shape_rows``: (shape, shape_summary)."""
     from theodolite.model.selection_loss import selection_losses
 
-    scores = [
-        _Scored(shape.M, str(r["pick_key"]), str(r["best_key"]), float(r["efficiency"]))
-        for shape, r in shape_rows
-        if r["pick_key"] and r["best_key"] and r["efficiency"] is not None
-    ]
     rows = [
         [g.group, str(g.missed), _fmt(g.loss), f"{g.share:.1%}", _fmt(g.geomean_gain, ".4f")]
-        for g in selection_losses(scores)[:12]
+        for g in selection_losses(recorded_picks(shape_rows))[:12]
     ]
     if not rows:
         return "<p class='small'>Every recorded pick is the fastest config (or none was recorded).</p>"
@@ -225,14 +219,6 @@ def _losses_table(shape_rows: list[tuple[Any, dict[str, Any]]]) -> str:
     return caption + html.table(
         ["picked -> fastest", "missed", "loss", "share", "geomean gain"], rows, numeric=(1, 2, 3, 4)
     )
-
-
-@dataclass(frozen=True)
-class _Scored:
-    M: int
-    pick: str
-    best: str
-    efficiency: float
 
 
 def _fmt(value: float | None, spec: str = ".3f") -> str:

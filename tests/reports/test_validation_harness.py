@@ -508,3 +508,21 @@ def test_score_the_model_on_a_bench_file(tmp_path: Path, capsys: pytest.CaptureF
         assert 0 < len(shape.model_predicted_ms) <= len(shape.configs) and shape.peer_picks["fixed"] in shape.configs
     assert "selection efficiency" in capsys.readouterr().out
     assert load_results(bench).shapes[0].model_pick is None  # the bench file itself is left alone
+
+
+def test_summary_prints_where_selection_loses() -> None:
+    import io
+
+    from theodolite.validation import print_summary, recorded_picks, shape_summary
+
+    results = known_results()
+    picks = recorded_picks([(shape, shape_summary(shape)) for shape in results.shapes])
+    assert [(p.pick, p.best) for p in picks] == [(K1, K1), (K1, K2), (K2, K1)]
+    assert [p.efficiency for p in picks] == pytest.approx([1.0, 0.5, 0.8])
+    out = io.StringIO()
+    print_summary(results, out)
+    text = out.getvalue()
+    assert "where selection loses" in text
+    # both missed picks are persistent beside persistent: one group, the whole loss
+    row = next(line for line in text.splitlines() if "persistent -> persistent" in line)
+    assert "100.0%" in row and f"{-math.log(0.5) - math.log(0.8):.3f}" in row

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from theodolite.kernels.config import DTYPE_BYTES
@@ -246,6 +247,25 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
+@dataclass(frozen=True)
+class RecordedPick:
+    """One shape's recorded pick against its fastest config (what model.selection_loss groups)."""
+
+    M: int
+    pick: str
+    best: str
+    efficiency: float
+
+
+def recorded_picks(shape_rows: Sequence[tuple[ShapeResult, dict[str, Any]]]) -> list[RecordedPick]:
+    """The shapes (with their ``shape_summary``) whose pick was recorded and timed."""
+    return [
+        RecordedPick(shape.M, str(row["pick_key"]), str(row["best_key"]), float(row["efficiency"]))
+        for shape, row in shape_rows
+        if row["pick_key"] and row["best_key"] and row["efficiency"] is not None
+    ]
+
+
 def print_summary(results: Results, stream: Any = None) -> dict[str, Any]:
     """Terminal summary table and the worst shapes; returns the summary dict."""
     import sys
@@ -277,4 +297,15 @@ def print_summary(results: Results, stream: Any = None) -> dict[str, Any]:
                 str(row["bottleneck"] or "-"),
             )
         console.print(worst)
+    from theodolite.model.selection_loss import selection_losses
+
+    groups = selection_losses(recorded_picks([(shape, shape_summary(shape)) for shape in results.shapes]))
+    if groups:
+        losses = Table(title="where selection loses (missed picks by picked -> fastest kind)")
+        for column in ("picked -> fastest", "missed", "loss (-sum log efficiency)", "share", "geomean gain"):
+            losses.add_column(column)
+        for group in groups[:8]:
+            losses.add_row(group.group, str(group.missed), _num(group.loss), f"{group.share:.1%}",
+                           _num(group.geomean_gain, ".4f"))  # fmt: skip
+        console.print(losses)
     return summary
