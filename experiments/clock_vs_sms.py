@@ -117,7 +117,6 @@ def summary(path: str, profile_path: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--summary":
-        summary(sys.argv[2], sys.argv[3])
-    else:
-        run(os.environ.get("OUT", "."))
+    from harness import dispatch
+
+    dispatch(run, summary)

@@ -460,12 +460,12 @@ def sweep_residuals(profile_path: str, paths: Sequence[str]) -> Iterator[tuple[G
 
 
 def dispatch(run: Callable[[str], None], summary: Callable[[str, str], None],
-             sweeps: Callable[[str, list[str]], None]) -> None:
-    """An experiment's three modes from its command line: ``--summary F.json PROFILE`` and ``--sweeps PROFILE
-    RESULTS...`` (no GPU), else ``run($OUT)`` on the GPU."""
+             sweeps: Callable[[str, list[str]], None] | None = None) -> None:
+    """An experiment's modes from its command line: ``--summary F.json PROFILE`` and, where it has one, ``--sweeps
+    PROFILE RESULTS...`` (no GPU), else ``run($OUT)`` on the GPU."""
     if len(sys.argv) > 1 and sys.argv[1] == "--summary":
         summary(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--sweeps":
+    elif len(sys.argv) > 1 and sys.argv[1] == "--sweeps" and sweeps is not None:
         sweeps(sys.argv[2], sys.argv[3:])
     else:
         run(os.environ.get("OUT", "."))

@@ -18,7 +18,6 @@ import json
 import math
 import os
 import statistics
-import sys
 from collections import defaultdict
 
 WEIGHTS = ((8192, 8192), (28672, 4096), (4096, 14336))  # (N, K) as nn.Linear's [out, in]
@@ -76,7 +75,6 @@ def summary(path: str, profile_path: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--summary":
-        summary(sys.argv[2], sys.argv[3])
-    else:
-        run(os.environ.get("OUT", "."))
+    from harness import dispatch
+
+    dispatch(run, summary)
