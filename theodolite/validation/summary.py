@@ -267,7 +267,7 @@ def recorded_picks(shape_rows: Sequence[tuple[ShapeResult, dict[str, Any]]]) -> 
 
 
 def print_summary(results: Results, stream: Any = None) -> dict[str, Any]:
-    """Terminal summary table and the worst shapes; returns the summary dict."""
+    """Terminal summary table, the worst shapes and where selection loses; returns the summary dict."""
     import sys
 
     from rich.console import Console
