@@ -11,6 +11,10 @@ clock (``%clock64`` over ``%globaltimer`` of program 0, the clock probe's method
 
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/clock_vs_sms.py          # GPU: $OUT/clock-vs-sms-GPU.json (~30 s)
     PYTHONPATH=$PWD python3 experiments/clock_vs_sms.py --summary F.json PROFILE   # no GPU: against the profile
+
+H200, 2026-11-29 (``experiments/clock-vs-sms-h200.json``): from idle 1.80 GHz on 8-33 busy SMs, 1.73 on 66, 1.71 on
+99, 1.67 on all 132 (the profile's sustained matrix clock 1.59); after the 2 s train 1.49-1.76, not monotone in the
+SMs.  The clock explains ~8% of the few-SM gap; priced in, selection did not move (docs/model.md, absolute times).
 """
 
 from __future__ import annotations
