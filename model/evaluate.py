@@ -26,6 +26,7 @@ import numpy as np
 from theodolite.kernels.config import Problem
 from theodolite.model.fast import choose_fast
 from theodolite.model.predict import ConfigTable, _bottleneck, evaluate, table_for
+from theodolite.model.selection_loss import GROUPINGS
 
 from theodolite.profile.schema import Profile
 from theodolite.results import Results, ShapeResult, load_results
@@ -415,8 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--note", default="", help="with --write-profile: why these values (kept with each metric)")
     parser.add_argument(
-        "--losses", choices=("kind", "rows"), default=None,
-        help="also print where selection loses: missed picks grouped by picked -> fastest kind, or by M band",
+        "--losses", choices=tuple(GROUPINGS), default=None,
+        help="also print where selection loses: missed picks grouped by picked -> fastest kind, or tile, or by M band",
     )  # fmt: skip
     args = parser.parse_args(argv)
     from theodolite.api import resolve

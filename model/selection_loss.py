@@ -1,8 +1,10 @@
 """Where selection loses: a suite's missed picks grouped by what the model picked against what ran fastest.
 
 A validation's geomean says how much is lost, not where.  Grouping the picks that missed by the kind of config picked
-and the kind that won (variant, flattened loop, composite tile), or by the problem's rows, shows which part of the
-model a port should look at first: the group whose summed log efficiency is largest costs the geomean most.
+and the kind that won (variant, flattened loop, composite tile), by the tiles themselves, or by the problem's rows,
+shows which part of the model a port should look at first: the group whose summed log efficiency is largest costs the
+geomean most.  The tile pairs name one mispricing each (H200 sweeps: the 16-row pointer tile picked where a flattened
+TMA 64x64x128 ran fastest is the largest pair, one tile over a few K-steps).
 """
 
 from __future__ import annotations
@@ -41,8 +43,19 @@ def config_kind(key: str) -> str:
     return kind + ("/f" if parts[-1] == "f" else "")
 
 
+def config_tile(key: str) -> str:
+    """A config key's variant and tile, ``/f`` for a flattened loop: what a pick is without its warps, stages and
+    split (``persistent/16x64x128/g8/w4/s4/k1`` -> ``persistent/16x64x128``)."""
+    parts = key.split("/")
+    return "/".join(parts[:2]) + ("/f" if parts[-1] == "f" else "")
+
+
 def by_kind(score: Scored) -> str:
     return f"{config_kind(score.pick)} -> {config_kind(score.best)}"
+
+
+def by_tile(score: Scored) -> str:
+    return f"{config_tile(score.pick)} -> {config_tile(score.best)}"
 
 
 def by_rows(score: Scored) -> str:
@@ -54,7 +67,7 @@ def by_rows(score: Scored) -> str:
     return f"M > {ROW_BANDS[-1]}"
 
 
-GROUPINGS: dict[str, Callable[[Scored], str]] = {"kind": by_kind, "rows": by_rows}
+GROUPINGS: dict[str, Callable[[Scored], str]] = {"kind": by_kind, "tiles": by_tile, "rows": by_rows}
 
 
 def selection_losses(scores: Sequence[Scored], group: Callable[[Scored], str] = by_kind) -> list[LossGroup]:
@@ -82,9 +95,10 @@ def format_losses(scores: Sequence[Scored], grouping: str = "kind", top: int = 1
     lines = [f"where selection loses, by {grouping} (missed picks; loss = -sum log efficiency):"]
     if not rows:
         lines.append("  every measured pick is the fastest config")
+    width = max((len(row.group) for row in rows[:top]), default=0)
     for row in rows[:top]:
         lines.append(
-            f"  {row.group:<28} missed {row.missed:5d}  loss {row.loss:7.3f}  share {row.share:6.1%}"
+            f"  {row.group:<{width}} missed {row.missed:5d}  loss {row.loss:7.3f}  share {row.share:6.1%}"
             f"  geomean x{row.geomean_gain:.4f} were they the best"
         )
     return "\n".join(lines)

@@ -6,7 +6,15 @@ import math
 from dataclasses import dataclass
 
 import pytest
-from theodolite.model.selection_loss import by_kind, by_rows, config_kind, format_losses, selection_losses
+from theodolite.model.selection_loss import (
+    by_kind,
+    by_rows,
+    by_tile,
+    config_kind,
+    config_tile,
+    format_losses,
+    selection_losses,
+)
 
 
 @dataclass
@@ -68,5 +76,23 @@ def test_format_names_the_grouping_and_says_when_nothing_was_lost() -> None:
     assert "every measured pick is the fastest" in format_losses([Score(8, PLAIN, PLAIN, 1.0)])
     text = format_losses([Score(8, PLAIN, TMA_FLAT, 0.5)], "rows")
     assert "by rows" in text and "M 2-16" in text and "100.0%" in text
-    with pytest.raises(ValueError, match="unknown grouping 'tiles'"):
-        format_losses([], "tiles")
+    with pytest.raises(ValueError, match="unknown grouping 'stages'"):
+        format_losses([], "stages")
+
+
+def test_tiles_group_by_variant_and_tile_whatever_the_warps_stages_and_split() -> None:
+    assert config_tile("persistent/16x64x128/g8/w4/s4/k1") == "persistent/16x64x128"
+    assert config_tile(TMA_FLAT) == "tma/128x256x64/f"
+    assert config_tile(TMA_COMPOSITE) == "tma/128x256+64x64"
+    scores = [
+        Score(1, "persistent/16x64x128/g8/w4/s4/k1", "tma/64x64x128/g8/w4/s4/k1/f", 0.8),
+        Score(3, "persistent/16x64x128/g8/w4/s2/k1", "tma/64x64x128/g8/w4/s8/k1/f", 0.9),
+        Score(8, SPLIT, "splitk/16x64x128/g8/w4/s4/k8", 0.95),  # the split depth: one tile, the same group name twice
+    ]
+    rows = selection_losses(scores, by_tile)
+    assert [(row.group, row.missed) for row in rows] == [
+        ("persistent/16x64x128 -> tma/64x64x128/f", 2),
+        ("splitk/16x64x128 -> splitk/16x64x128", 1),
+    ]
+    text = format_losses(scores, "tiles")
+    assert "by tiles" in text and "persistent/16x64x128 -> tma/64x64x128/f missed     2" in text
