@@ -4,7 +4,7 @@
 ``out_vec.py``, ``composite_tiles.py``, ``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``,
 ``tma_streamk.py``, ``tma_balanced.py``, ``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``,
 ``hot_rows.py``, and the ``bench --config`` runs of ``tma_twins.py``, ``decode_depth.py``, ``pipeline_fill.py``,
-``splitk_short_slices.py``; the within-shape residuals of committed sweeps for their ``--sweeps`` modes):
+``splitk_short_slices.py``, ``shared_panels.py``, ``short_k_outputs.py``, ``tiny_tiles.py``; the within-shape residuals of committed sweeps for their ``--sweeps`` modes):
 the GPU's short name, kernels copied with an ``epilogue`` switch flipped, compiling in worker processes, the
 copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
 torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
@@ -403,6 +403,44 @@ def bench_configs(shapes: Sequence[tuple[str, int, int, int]], keys: Sequence[st
     args = [a for key in keys for a in ("--config", key)]
     command = [sys.executable, "-m", "theodolite", "bench", "--shapes", csv.name, "--dtype", dtype, "--layout", layout]
     subprocess.run([*command, *args, "-o", path], check=True)
+
+
+@dataclass
+class BenchedShape:
+    """One shape of a ``bench_configs`` results file beside the model: (measured, model) microseconds of each of the
+    experiment's configs that was timed, and the model's detail term ``name`` of a config (``term``)."""
+
+    row: dict[str, Any]  # the results file's shape entry
+    layout: str
+    times: dict[str, tuple[float, float]]
+    terms: dict[str, Any]
+    index: dict[str, int]
+
+    def term(self, key: str, name: str) -> float:
+        return float(self.terms[name][self.index[key]])
+
+
+def benched_shapes(path: str, profile_path: str, keys: Sequence[str]) -> Iterator[BenchedShape]:
+    """Each shape of the results file ``path`` with ``keys`` priced on ``profile_path`` (keys off the config space
+    priced beside it), in the file's dtype and each shape's layout: what the ``bench --config`` experiments'
+    ``--summary`` modes set side by side."""
+    from theodolite.model.predict import ConfigTable, evaluate
+
+    from theodolite.profile.hdf5 import load_profile
+
+    with open(path) as stream:
+        data = json.load(stream)
+    settings = data.get("settings", {})
+    dtype = settings.get("dtype", "bf16")
+    table = ConfigTable(load_profile(profile_path), dtype, extra=tuple(GemmConfig.from_key(key) for key in keys))
+    for row in data["shapes"]:
+        layout = row.get("layout", settings.get("layout", "nn"))
+        seconds, terms = evaluate(table, Problem(row["M"], row["N"], row["K"], dtype=dtype, layout=layout), detail=True)
+        timed = [key for key in keys if row["configs"].get(key) and key in table.index]
+        yield BenchedShape(
+            row, layout, {key: (row["configs"][key] * 1e3, float(seconds[table.index[key]]) * 1e6) for key in timed},
+            terms, {key: table.index[key] for key in timed},
+        )  # fmt: skip
 
 
 @dataclass

@@ -16,7 +16,6 @@ K-step's time with the fixed costs cancelled; the summary sets it beside the mod
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 
@@ -49,26 +48,18 @@ def run(out: str) -> None:
 def summary(path: str, profile_path: str) -> None:
     """Per grid and config: the measured K-step (the two K's difference over their steps), the model's, and the
     model's miss share of the grid's reads."""
-    from theodolite.kernels.config import GemmConfig, Problem
-    from theodolite.model.predict import evaluate, table_for
+    from harness import benched_shapes
+    from theodolite.kernels.config import GemmConfig
 
-    from theodolite.profile.hdf5 import load_profile
-
-    with open(path) as stream:
-        rows = json.load(stream)["shapes"]
-    table = table_for(load_profile(profile_path), "bf16")
-    found: dict[tuple[str, str], dict[int, tuple[float, float, float]]] = defaultdict(dict)
     tiles_n = {name: tn for name, _, tn in GRIDS}
-    for row in rows:
+    found: dict[tuple[str, str], dict[int, tuple[float, float, float]]] = defaultdict(dict)
+    for shape in benched_shapes(path, profile_path, list(CONFIGS)):
+        row = shape.row
         grid = row["name"].split("-")[0]
-        problem = Problem(row["M"], row["N"], row["K"], layout="nn")
-        times, terms = evaluate(table, problem, detail=True)
-        for key, ms in row["configs"].items():
+        for key, (measured, model) in shape.times.items():
             # each shape is timed with every config; keep the ones whose tile makes the shape this grid
-            if not ms or key not in table.index or CONFIGS.get(key) != row["N"] // tiles_n[grid]:
-                continue
-            i = table.index[key]
-            found[(grid, key)][row["K"]] = (ms * 1e3, float(times[i]) * 1e6, 1.0 - float(terms["#l2_hit"][i]))
+            if CONFIGS[key] == row["N"] // tiles_n[grid]:
+                found[(grid, key)][row["K"]] = (measured, model, 1.0 - shape.term(key, "#l2_hit"))
     print(f"{'grid':8s} {'config':34s} {'miss':>5s}  K-step measured / model (us)")
     for (grid, key), by_k in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if not all(k in by_k for k in KS):

@@ -14,7 +14,6 @@ residency), the flattened 128x128x64 and TMA 128x256x64 that win elsewhere, over
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
@@ -40,31 +39,17 @@ def run(out: str) -> None:
 def summary(path: str, profile_path: str) -> None:
     """Each shape's timings beside the model's, then per config the median of log(measured / model) less the
     shape's median and the model's resident programs an SM."""
-    from theodolite.kernels.config import GemmConfig, Problem
-    from theodolite.model.predict import ConfigTable, evaluate
+    from harness import benched_shapes
 
-    from theodolite.profile.hdf5 import load_profile
-
-    with open(path) as stream:
-        data = json.load(stream)
-    table = ConfigTable(load_profile(profile_path), "bf16", extra=tuple(GemmConfig.from_key(k) for k in CONFIGS))
     residuals: dict[str, list[float]] = defaultdict(list)
     resident: dict[str, int] = {}
-    for row in data["shapes"]:
-        layout = row.get("layout", data.get("settings", {}).get("layout", "nn"))
-        times, terms = evaluate(table, Problem(row["M"], row["N"], row["K"], layout=layout), detail=True)
-        logs = {}
-        cells = []
-        for key in CONFIGS:
-            ms = row["configs"].get(key)
-            if not ms or key not in table.index:
-                continue
-            i = table.index[key]
-            measured, model = ms * 1e3, float(times[i]) * 1e6
-            logs[key] = math.log(measured / model)
-            resident[key] = int(terms["#resident_per_sm"][i])
-            cells.append(f"{key.split('/')[1]} {measured:.1f} ({model:.1f})")
-        print(f"{row['M']}x{row['N']}x{row['K']} {layout}: " + ", ".join(cells))
+    for shape in benched_shapes(path, profile_path, CONFIGS):
+        row = shape.row
+        logs = {key: math.log(measured / model) for key, (measured, model) in shape.times.items()}
+        for key in shape.times:
+            resident[key] = int(shape.term(key, "#resident_per_sm"))
+        cells = ", ".join(f"{key.split('/')[1]} {m:.1f} ({p:.1f})" for key, (m, p) in shape.times.items())
+        print(f"{row['M']}x{row['N']}x{row['K']} {shape.layout}: {cells}")
         if len(logs) >= 3:
             median = statistics.median(logs.values())
             for key, value in logs.items():

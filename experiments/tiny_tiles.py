@@ -15,7 +15,6 @@ such shapes.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from collections import defaultdict
@@ -38,26 +37,14 @@ def run(out: str) -> None:
 def summary(path: str, profile_path: str) -> None:
     """Each shape's timings (model in brackets), then the TMA-minus-pointer difference by K-steps, measured and
     modelled (median over M and N)."""
-    from theodolite.kernels.config import GemmConfig, Problem
-    from theodolite.model.predict import ConfigTable, evaluate
+    from harness import benched_shapes
 
-    from theodolite.profile.hdf5 import load_profile
-
-    with open(path) as stream:
-        data = json.load(stream)
-    table = ConfigTable(load_profile(profile_path), "bf16", extra=tuple(GemmConfig.from_key(k) for k in CONFIGS))
     gaps: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for row in data["shapes"]:
-        layout = row.get("layout", "nn")
-        times, _ = evaluate(table, Problem(row["M"], row["N"], row["K"], layout=layout))
-        found = {}
-        for key in CONFIGS:
-            ms = row["configs"].get(key)
-            if ms and key in table.index:
-                found[key] = (ms * 1e3, float(times[table.index[key]]) * 1e6)
+    for shape in benched_shapes(path, profile_path, CONFIGS):
+        row, found = shape.row, shape.times
         cells = ", ".join(f"{key.split('/')[0][:4]} {key.split('/')[1]}{'/f' if key.endswith('/f') else ''} "
                           f"{m:.2f} ({p:.2f})" for key, (m, p) in found.items())  # fmt: skip
-        print(f"{row['M']}x{row['N']}x{row['K']} {layout}: {cells}")
+        print(f"{row['M']}x{row['N']}x{row['K']} {shape.layout}: {cells}")
         if all(key in found for key in PAIR):
             steps = -(-row["K"] // 128)
             gaps[steps].append((found[PAIR[0]][0] - found[PAIR[1]][0], found[PAIR[0]][1] - found[PAIR[1]][1]))
