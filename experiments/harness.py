@@ -4,7 +4,8 @@
 ``out_vec.py``, ``composite_tiles.py``, ``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``,
 ``tma_streamk.py``, ``tma_balanced.py``, ``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``,
 ``hot_rows.py``, and the ``bench --config`` runs of ``tma_twins.py``, ``decode_depth.py``, ``pipeline_fill.py``,
-``splitk_short_slices.py``, ``shared_panels.py``, ``short_k_outputs.py``, ``tiny_tiles.py``; the within-shape residuals of committed sweeps for their ``--sweeps`` modes):
+``splitk_short_slices.py``, ``shared_panels.py``, ``short_k_outputs.py``, ``tiny_tiles.py`` and their ``--summary``
+modes (``benched_shapes``); the within-shape residuals of committed sweeps for their ``--sweeps`` modes):
 the GPU's short name, kernels copied with an ``epilogue`` switch flipped, compiling in worker processes, the
 copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
 torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
