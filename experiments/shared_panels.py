@@ -12,6 +12,14 @@ K-step's time with the fixed costs cancelled; the summary sets it beside the mod
 
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/shared_panels.py          # GPU: $OUT/shared-panels.json (~1 min)
     PYTHONPATH=$PWD python3 experiments/shared_panels.py --summary F.json PROFILE   # no GPU: per grid and config
+
+H200, 2026-11-29 (``experiments/shared-panels-h200.json``): the K-step does not follow the miss share.  Pointer
+64x64x64 at 4 stages runs 0.242-0.258 us a step on every grid (one tile alone, every read a miss: 0.258; 8x8, 12%
+misses: 0.245), at 8 stages 0.154-0.171; TMA 64x128x64 at 4 stages 0.262-0.287, at 8 stages 0.166-0.182.  Shared
+reads do not wait a miss's latency, or not so that a step shows it: nothing for a share s to stand on.  The model
+prices the 4-stage steps within 5% but the lone pointer tile (0.289, +12%) and the 8-stage ones up to 14% (pointer,
+0.177) and 46% (TMA, 0.242) slow: the TMA 8-stage step runs at its matrix instructions' time (0.166), where the model's
+shared-memory term, which counts the copies' writes beside the instructions' reads, binds it.
 """
 
 from __future__ import annotations

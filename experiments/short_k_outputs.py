@@ -10,6 +10,12 @@ residency), the flattened 128x128x64 and TMA 128x256x64 that win elsewhere, over
 
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/short_k_outputs.py   # GPU: $OUT/short-k-outputs-{nn,nt}.json, ~2 min
     PYTHONPATH=$PWD python3 experiments/short_k_outputs.py --summary F.json PROFILE   # no GPU: log(measured / model)
+
+H200, 2026-11-29 (``experiments/short-k-outputs-{nn,nt}-h200.json``): log(measured / model) less the shape's median,
+over the 15 shapes of a layout (nt / nn): 256x128x16, one program an SM, +0.09 / +0.14; 256x64x16 (two) +0.04 /
++0.08; 128x128x16 (two) 0.00; 128x64x16 (four) -0.13 / -0.09; 64x64x16 (four) -0.19 / -0.16; the flattened 128x128x64
+and TMA 128x256x64 within 0.05.  The fewer programs an SM holds, the more the model underprices them: 16384x16384x16
+nt 256x128x16 216.7 us (priced 166.7) against 128x64x16 166.3 (186.6).  The class is residency, not the tile.
 """
 
 from __future__ import annotations

@@ -11,6 +11,13 @@ such shapes.
 
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/tiny_tiles.py          # GPU: $OUT/tiny-tiles-{nt,nn}.json (~1 min)
     PYTHONPATH=$PWD python3 experiments/tiny_tiles.py --summary F.json PROFILE   # no GPU: measured beside the model
+
+H200, 2026-11-29 (``experiments/tiny-tiles-{nt,nn}-h200.json``): past one K-step the TMA tile is the faster, by 0.4
+us at 4 K-steps and 1.6-2.0 at 16, where the model has it 0.4-0.9 us slower (TMA minus pointer, median over M and N:
+1 step +0.18 measured / +0.20 model, 4 -0.39 / +0.61, 8 -1.00 / +0.71, 16 -2.01 / +0.90, nt).  Per 128-deep K-step a
+lone TMA 64x64x128 tile takes 0.21 us against the model's 0.33 (its one-SM stream ceiling for TMA copies binds it:
+32 KB a step at ~97 GB/s), the 16-row pointer tile 0.26 against 0.28, TMA 64x128x64 0.17 a 64-deep step against
+0.31.  The fixed costs agree (1 K-step within 0.1 us); it is the lone TMA tile's streaming rate the model undercounts.
 """
 
 from __future__ import annotations
