@@ -1,0 +1,65 @@
+"""Does a K-step cost the same over one wave as over many, for the composite tile as for the plain ones?
+
+Over the H100's llm sweeps the composite `tma/128x256+64x64` s3 steps 0.90 us a K-step over one wave (priced 0.92,
+its shared-memory term with the TMA copies' writes) and 0.96-1.13 over many, where flattened 128x256x64 steps 0.68
+and 0.71-0.74 and 128x128x64 s4 0.44 and 0.46-0.50 (priced 0.65-0.71 and 0.40-0.47): the composite alone slows past
+one wave.  Leaving the TMA writes out of that term (docs/model.md, known defects: TMA copies' writes) fits the few-
+program probes and prices the composite 0.83, so it is picked where it runs 1.2-1.35x slower.  This times the
+composite, flattened and plain 128x256x64 (the plain one off the space: is it the flattened loop?), 128x128x64 at 4
+and 6 stages and the pointer-based flattened 128x256x64 on outputs of about one, four and sixteen waves of 128x256
+tiles at K 2048 and 4096, layout nt, bf16; the summary differences the two K to cancel the fixed costs and divides
+by the config's waves.
+
+    PYTHONPATH=$PWD OUT=$OUT python3 experiments/wave_steps.py          # GPU: $OUT/wave-steps.json (~2 min)
+    PYTHONPATH=$PWD python3 experiments/wave_steps.py --summary F.json PROFILE   # no GPU: ns a K-step, measured / model
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+KS = (2048, 4096)
+# (name, M, N): 132, 528 and 2112 tiles of 128x256 (one, four and sixteen waves on 132 SMs)
+GRIDS = (("w1", 1536, 2816), ("w4", 6144, 2816), ("w16", 6144, 11264))
+CONFIGS = (
+    "tma/128x256+64x64/g8/w8/s3/k1", "tma/128x256x64/g8/w8/s3/k1/f", "tma/128x256x64/g8/w8/s3/k1",
+    "tma/128x128x64/g8/w8/s4/k1", "tma/128x128x64/g8/w8/s6/k1", "persistent/128x256x64/g8/w8/s3/k1/f",
+)  # fmt: skip
+
+
+def shapes() -> list[tuple[str, int, int, int]]:
+    return [(f"{name}-k{k}", m, n, k) for name, m, n in GRIDS for k in KS]
+
+
+def run(out: str) -> None:
+    from harness import bench_configs
+
+    bench_configs(shapes(), CONFIGS, os.path.join(out, "wave-steps.json"), "bf16", "nt")
+
+
+def summary(path: str, profile_path: str) -> None:
+    """Per config and grid: ns a K-step (the two K differenced, over the config's waves), measured and modelled."""
+    from harness import benched_shapes
+
+    by: dict[tuple[str, str], dict[int, tuple[float, float, float, float]]] = defaultdict(dict)
+    for shape in benched_shapes(path, profile_path, CONFIGS):
+        grid = str(shape.row["name"]).split("-")[0]
+        for key, (measured, model) in shape.times.items():
+            waves = shape.term(key, "#waves")
+            steps = shape.term(key, "#iterations")
+            by[(key, grid)][shape.row["K"]] = (measured, model, waves, steps)
+    print(f"{'config':38s} {'grid':5s} {'waves':>5s}  ns a K-step measured / model")
+    order = [name for name, _, _ in GRIDS]
+    for (key, grid), runs in sorted(by.items(), key=lambda item: (item[0][0], order.index(item[0][1]))):
+        if len(runs) < 2:
+            continue
+        (m1, p1, waves, s1), (m2, p2, _, s2) = (runs[k] for k in sorted(runs)[:2])
+        per = 1e3 / (waves * (s2 - s1))
+        print(f"{key:38s} {grid:5s} {waves:5.0f}  {(m2 - m1) * per:6.0f} / {(p2 - p1) * per:6.0f}")
+
+
+if __name__ == "__main__":
+    from harness import dispatch
+
+    dispatch(run, summary)
