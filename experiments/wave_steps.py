@@ -1,14 +1,14 @@
 """Does a K-step cost the same over one wave as over many, for the composite tile as for the plain ones?
 
-Over the H100's llm sweeps the composite `tma/128x256+64x64` s3 steps 0.90 us a K-step over one wave (priced 0.92,
-its shared-memory term with the TMA copies' writes) and 0.96-1.13 over many, where flattened 128x256x64 steps 0.68
-and 0.71-0.74 and 128x128x64 s4 0.44 and 0.46-0.50 (priced 0.65-0.71 and 0.40-0.47): the composite alone slows past
-one wave.  Leaving the TMA writes out of that term (docs/model.md, known defects: TMA copies' writes) fits the few-
-program probes and prices the composite 0.83, so it is picked where it runs 1.2-1.35x slower.  This times the
-composite, flattened and plain 128x256x64 (the plain one off the space: is it the flattened loop?), 128x128x64 at 4
-and 6 stages and the pointer-based flattened 128x256x64 on outputs of about one, four and sixteen waves of 128x256
-tiles at K 2048 and 4096, layout nt, bf16; the summary differences the two K to cancel the fixed costs and divides
-by the config's waves.
+Over the H100's llm sweeps the composite `tma/128x256+64x64` s3 steps 0.90 us a K-step over one wave (priced 0.92, its
+shared-memory term with the TMA copies' writes) and 0.96-1.13 over many, where flattened 128x256x64 steps 0.68 and
+0.71-0.74 and 128x128x64 s4 0.44 and 0.46-0.50 (priced 0.65-0.71 and 0.40-0.47): the composite slows most past one
+wave. Leaving the TMA writes out of that term (``tma_smem_writes.py``; docs/model.md, known defects: TMA copies and
+shared memory) fits the few-program probes and prices the composite 0.83, so it is picked where it runs 1.2-1.35x
+slower. This times the composite, flattened and plain 128x256x64 (the plain one off the space: is it the flattened
+loop?), 128x128x64 at 4 and 6 stages and the pointer-based flattened 128x256x64 on outputs of about one, four and
+sixteen waves of 128x256 tiles at K 2048 and 4096, layout nt, bf16; the summary differences the two K to cancel the
+fixed costs and divides by the config's waves.
 
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/wave_steps.py          # GPU: $OUT/wave-steps.json (~2 min)
     PYTHONPATH=$PWD python3 experiments/wave_steps.py --summary F.json PROFILE   # no GPU: ns a K-step, measured / model
