@@ -12,6 +12,13 @@ fixed costs and divides by the config's waves.
 
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/wave_steps.py          # GPU: $OUT/wave-steps.json (~2 min)
     PYTHONPATH=$PWD python3 experiments/wave_steps.py --summary F.json PROFILE   # no GPU: ns a K-step, measured / model
+
+H200, 2026-11-29 (``experiments/wave-steps-h200.json``): no K-step slows past one wave.  ns a step over about 1 / 4 /
+16 waves: the composite 858 / 821 / 857 (priced 926 with the TMA copies' writes in the shared-memory term, 871
+without), flattened TMA 128x256x64 685 / 632 / 659 and the plain loop 692 / 632 / 651 (both 659), 128x128x64 s4 357 /
+371 / 360 and s6 362 / 328 / 345 (403 with the writes, 365 and 362 without), the pointer-based flattened 128x256x64
+720 / 648 / 671 (704).  Without the writes every TMA step here is priced within 6%; the H100's composite slowing over
+many waves is not the H200's (no H100 lent to time it).  The flattened and plain loops of one tile step alike.
 """
 
 from __future__ import annotations
