@@ -526,3 +526,91 @@ def test_summary_prints_where_selection_loses() -> None:
     # both missed picks are persistent beside persistent: one group, the whole loss
     row = next(line for line in text.splitlines() if "persistent -> persistent" in line)
     assert "100.0%" in row and f"{-math.log(0.5) - math.log(0.8):.3f}" in row
+
+
+class _InProcessShard:
+    """A shard's validate process run in this one (the fake GPU's timings): finished when spawned."""
+
+    def __init__(self, command: list[str]):
+        self.code = main(command[3:])
+
+    def poll(self) -> int:
+        return self.code
+
+    def wait(self) -> int:
+        return self.code
+
+
+def _two_gpus(monkeypatch: pytest.MonkeyPatch, names: tuple[str, str]) -> list[tuple[list[str], str]]:
+    import sys
+
+    from theodolite.commands import calibrate
+    from theodolite.validation import devices
+
+    spawned: list[tuple[list[str], str]] = []
+
+    def spawn(command: list[str], env: dict[str, str], log: Path) -> _InProcessShard:
+        assert command[:4] == [sys.executable, "-m", "theodolite", "validate"] and log.name.endswith(".log")
+        spawned.append((command, env["CUDA_VISIBLE_DEVICES"]))
+        return _InProcessShard(command)
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(calibrate, "devices", lambda: [(name, "sm_90") for name in names])
+    monkeypatch.setattr(devices, "spawn", spawn)
+    return spawned
+
+
+def test_all_devices_runs_a_shard_per_gpu_and_resumes_a_single_gpu_file(
+    fake_gpu: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--all-devices``: GPU i sweeps shard i/n into its own file, the files merge into -o (then go); with
+    ``--resume`` a file begun on one GPU seeds the shards, and only its missing shapes are timed."""
+    from theodolite.validation.devices import shard_path
+
+    spawned = _two_gpus(monkeypatch, ("NVIDIA H100 80GB HBM3",) * 2)
+    out = tmp_path / "v.json.gz"
+    argv = ["validate", "--shapes", "square", "--profile", "datasheet:h100-sxm", "--no-precompile", "--peers", "fixed"]
+    assert main([*argv, "--no-final", "--all-devices", "-o", str(out)]) == 0
+    suite = [s.name for s in load_shapes("square")]
+    assert sorted(fake_gpu) == sorted(suite)  # each shape timed once, over the two GPUs
+    assert [(c[c.index("--shard") + 1], gpu) for c, gpu in spawned] == [("0/2", "0"), ("1/2", "1")]
+    assert all("--no-final" in c and "--resume" in c for c, _ in spawned)
+    merged = load_results(out)
+    assert sorted(s.name for s in merged.shapes) == sorted(suite)
+    assert merged.settings["shapes_total"] == len(suite) and "shard" not in merged.settings
+    assert not list(tmp_path.glob("*shard*")), "shard files and logs are removed once merged"
+    assert shard_path(out, 1, 2).name == "v.shard1of2.json.gz"
+
+    # a sweep begun on one GPU (shard 0/1), stopped after some shapes, goes on over two
+    single = tmp_path / "single.json"
+    fake_gpu.clear()
+    assert main([*argv, "--no-final", "-o", str(single)]) == 0
+    partial = load_results(single)
+    partial.shapes = partial.shapes[:3]
+    partial.settings["incomplete"] = True
+    save_results(partial, single)
+    by_hand = tmp_path / "by-hand.json"  # the same by hand: a whole-suite file (shard 0/1) resumes as shard 1/2
+    save_results(partial, by_hand)
+    fake_gpu.clear()
+    assert main([*argv, "--no-final", "--shard", "1/2", "--resume", "-o", str(by_hand)]) == 0
+    assert (
+        sorted(fake_gpu) == sorted(n for i, n in enumerate(suite) if i % 2 and i >= 3)
+        and load_results(by_hand).settings["shard"] == "1/2"
+    )
+    fake_gpu.clear()
+    assert main([*argv, "--no-final", "--all-devices", "--resume", "-o", str(single)]) == 0
+    assert sorted(fake_gpu) == sorted(suite[3:])
+    resumed = load_results(single)
+    assert sorted(s.name for s in resumed.shapes) == sorted(suite)
+    assert resumed.settings["shapes_total"] == len(suite)
+
+
+def test_all_devices_refuses_mixed_gpus_and_its_own_shard_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spawned = _two_gpus(monkeypatch, ("NVIDIA H100 80GB HBM3", "NVIDIA H200"))
+    out = str(tmp_path / "v.json")
+    assert main(["validate", "--shapes", "square", "--all-devices", "-o", out]) == 2
+    assert "not one model" in capsys.readouterr().err and not spawned
+    assert main(["validate", "--shapes", "square", "--all-devices", "--shard", "0/2", "-o", out]) == 2
+    assert "drop --shard" in capsys.readouterr().err

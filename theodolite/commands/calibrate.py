@@ -218,7 +218,7 @@ def devices() -> list[tuple[str, str]]:
     """(device name, architecture) of every visible GPU, by index (an indirection tests replace)."""
     count = device_count()
     if count == 0:
-        raise NoDeviceError("no GPU visible to torch; calibrate needs one")
+        raise NoDeviceError("no GPU visible to torch: --all-devices needs one")
     import torch
 
     table = []

@@ -1,7 +1,8 @@
 """``theodolite validate``: the model's picks against the exhaustive oracle, torch.matmul and peers (GPU).
 
 Writes a ``theodolite.results`` JSON after every shape; ``--resume`` continues it, ``--shard i/n``
-(zero-based) takes every n-th shape from i, ``--merge`` joins shard files, ``--budget-s`` stops
+(zero-based) takes every n-th shape from i, ``--merge`` joins shard files, ``--all-devices`` runs a shard per
+visible GPU side by side and merges them (``theodolite.validation.devices``), ``--budget-s`` stops
 before a shape that would overrun the time budget.  After each shape's sweep a final round times
 torch.matmul, the sweep's fastest few and the picks again side by side (``--no-final`` skips it;
 ``--final FILE`` adds it to a results file measured without one).
@@ -38,6 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", default=None, help="comma list of kernel variants (default: all)")
     parser.add_argument(
         "--shard", default=None, metavar="i/n", help="shard i of n (zero-based, interleaved); also with --final"
+    )
+    parser.add_argument(
+        "--all-devices",
+        action="store_true",
+        help="one process per visible GPU (one model), each a shard i/n, merged into -o at the end",
     )
     parser.add_argument("--resume", action="store_true", help="skip shapes already in the output file")
     parser.add_argument("--budget-s", type=float, default=None, help="stop before a shape that would overrun this")
@@ -136,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"merged {len(args.merge)} files ({len(merged.shapes)} shapes) into {args.output}")
         print_summary(merged)
         return 0
+    if args.all_devices:
+        return _all_devices(args)
     shard = parse_shard(args.shard)
     if args.budget_s is not None and args.budget_s <= 0:
         raise TheodoliteError("--budget-s must be positive")
@@ -175,6 +183,48 @@ def run(args: argparse.Namespace) -> int:
     )
     print_summary(results)
     return 0
+
+
+def _child_command(args: argparse.Namespace, index: int, count: int, output: Path, workers: int) -> list[str]:
+    """The validate command line of shard ``index`` of ``count``: this one's options, its shard, its own file."""
+    command = [sys.executable, "-m", "theodolite", "validate", "--shapes", args.shapes, "--dtype", args.dtype]
+    command += ["--layout", args.layout, "--peers", args.peers, "--rep-ms", str(args.rep_ms)]
+    command += ["--max-reps", str(args.max_reps), "--workers", str(workers), "--resume"]
+    command += ["--shard", f"{index}/{count}", "-o", str(output)]
+    for flag, value in (("--profile", args.profile), ("--variants", args.variants), ("--budget-s", args.budget_s)):
+        if value is not None:
+            command += [flag, str(value)]
+    return command + ["--no-precompile"] * args.no_precompile + ["--no-final"] * args.no_final
+
+
+def _all_devices(args: argparse.Namespace) -> int:
+    """One shard per visible GPU, run side by side, then merged into the output (``theodolite.validation.devices``)."""
+    import os
+
+    from theodolite.commands.calibrate import devices
+    from theodolite.validation import devices as shards
+    from theodolite.validation import load_shapes, print_summary
+
+    if args.shard is not None or args.final is not None or args.dry_run:
+        raise TheodoliteError("--all-devices takes the shards itself: drop --shard, --final and --dry-run")
+    if args.budget_s is not None and args.budget_s <= 0:
+        raise TheodoliteError("--budget-s must be positive")
+    names = [name for name, _ in devices()]
+    shards.check_one_model(names)
+    count = len(names)
+    output = args.output or _default_output(args, (0, 1))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    paths = shards.seed_shards(output, load_shapes(args.shapes, args.dtype, args.layout), count, args.resume)
+    workers = args.workers or max(1, min(16, ((os.cpu_count() or 2) - 1) // count))
+    commands = [_child_command(args, i, count, path, workers) for i, path in enumerate(paths)]
+    print(f"validate on {count} x {names[0]}: {args.shapes}, {workers} compile workers each")
+    codes = shards.run_shards(commands, paths)
+    failed = [i for i, code in enumerate(codes) if code != 0]
+    merged = shards.merge_shards(paths, output, remove=not failed)
+    note = f"; shards {failed} failed (their logs kept)" if failed else ""
+    print(f"merged {len(merged.shapes)} shapes into {output}{note}")
+    print_summary(merged)
+    return max(codes, default=0)
 
 
 def _dry_run(args: argparse.Namespace, settings: object) -> int:

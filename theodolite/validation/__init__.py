@@ -15,7 +15,8 @@ peers and the clock are injected, so the bookkeeping is tested on a CPU with fak
 
 The modules, one job each: ``shapes`` (settings, suites, shards), ``picks`` (the model's pick), ``peers``
 (fixed and nvMatmulHeuristics picks), ``sweep`` (the per-shape sweep and its bookkeeping), ``final`` (the
-side-by-side final round), ``summary`` (the figures), ``gpu`` (the GPU entry points) and ``dry_run``.  This
+side-by-side final round), ``summary`` (the figures), ``gpu`` (the GPU entry points), ``devices`` (a shard per GPU of
+a node, ``--all-devices``) and ``dry_run``.  This
 package re-exports their names: import from ``theodolite.validation``.
 """
 

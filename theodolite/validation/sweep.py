@@ -148,10 +148,12 @@ def run_validation(
     results: Results | None = None
     if settings.resume and output is not None and Path(output).is_file():
         results = load_results(output)
-        if results.settings.get("shard") not in (None, f"{settings.shard[0]}/{settings.shard[1]}"):
-            raise ValidationError(
-                f"{output}: holds shard {results.settings.get('shard')}, not {settings.shard[0]}/{settings.shard[1]}"
-            )
+        mine_label = f"{settings.shard[0]}/{settings.shard[1]}"
+        held = results.settings.get("shard")
+        # a whole-suite file (shard 0/1) may seed any shard: its shapes are skipped and the file becomes the shard's
+        if held not in (None, "0/1", mine_label):
+            raise ValidationError(f"{output}: holds shard {held}, not {mine_label}")
+        results.settings["shard"] = mine_label
     if results is None:
         results = _new_results(settings, harness, device, command)
     if harness.floors is not None and "timing_floor" not in results.settings:
@@ -195,6 +197,13 @@ def run_validation(
     return results
 
 
+def _distinct_shards(parts: Sequence[Results]) -> bool:
+    """Whether the parts are distinct shards ``i/n`` of one ``n`` (n > 1)."""
+    labels = [str(part.settings.get("shard", "")) for part in parts]
+    counts = {label.partition("/")[2] for label in labels}
+    return len(set(labels)) == len(labels) and len(counts) == 1 and counts != {"1"} and all("/" in x for x in labels)
+
+
 def merge_files(paths: Sequence[str | Path], output: str | Path) -> Results:
     """Join shard files into one; a later file wins on a repeated shape (a re-measurement replaces it)."""
     from theodolite.results import merge_results
@@ -213,10 +222,11 @@ def merge_files(paths: Sequence[str | Path], output: str | Path) -> Results:
             "wall_s": round(sum(float(r.get("wall_s", 0.0)) for r in rounds), 1),
         }
     merged.settings["incomplete"] = any(bool(part.settings.get("incomplete")) for part in parts)
-    repeated = sum(len(part.shapes) for part in parts) - len(merged.shapes)  # re-measured shapes replace
-    merged.settings["shapes_total"] = (
-        sum(int(part.settings.get("shapes_total", len(part.shapes))) for part in parts) - repeated
-    )
+    totals = [int(part.settings.get("shapes_total", len(part.shapes))) for part in parts]
+    if _distinct_shards(parts):  # shards i/n of one sweep: their shapes are disjoint however each was seeded
+        merged.settings["shapes_total"] = sum(totals)
+    else:  # a re-measurement of some shapes replaces them and does not add to the total
+        merged.settings["shapes_total"] = sum(totals) - (sum(len(part.shapes) for part in parts) - len(merged.shapes))
     merged.settings["wall_s"] = round(sum(float(part.settings.get("wall_s", 0.0)) for part in parts), 2)
     save_results(merged, output)
     return merged
