@@ -614,3 +614,27 @@ def test_all_devices_refuses_mixed_gpus_and_its_own_shard_options(
     assert "not one model" in capsys.readouterr().err and not spawned
     assert main(["validate", "--shapes", "square", "--all-devices", "--shard", "0/2", "-o", out]) == 2
     assert "drop --shard" in capsys.readouterr().err
+
+
+def test_all_devices_says_why_a_shard_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from theodolite.validation import devices
+
+    _two_gpus(monkeypatch, ("NVIDIA H200",) * 2)
+
+    class Failed:
+        def poll(self) -> int:
+            return 3
+
+        wait = poll
+
+    def spawn(command: list[str], env: dict[str, str], log: Path) -> Failed:
+        log.write_text(f"starting on GPU {env['CUDA_VISIBLE_DEVICES']}\nout of memory on this GPU\n")
+        return Failed()
+
+    monkeypatch.setattr(devices, "spawn", spawn)
+    assert main(["validate", "--shapes", "square", "--all-devices", "-o", str(tmp_path / "v.json")]) == 2
+    err = capsys.readouterr().err
+    assert "shard 1/2 failed (exit 3): starting on GPU 1 | out of memory on this GPU" in err
+    assert "no shard wrote a results file" in err and (tmp_path / "v.shard0of2.json.log").is_file()

@@ -220,6 +220,8 @@ def _all_devices(args: argparse.Namespace) -> int:
     print(f"validate on {count} x {names[0]}: {args.shapes}, {workers} compile workers each")
     codes = shards.run_shards(commands, paths)
     failed = [i for i, code in enumerate(codes) if code != 0]
+    for index in failed:
+        print(f"shard {index}/{count} failed (exit {codes[index]}): {shards.log_tail(paths[index])}", file=sys.stderr)
     merged = shards.merge_shards(paths, output, remove=not failed)
     note = f"; shards {failed} failed (their logs kept)" if failed else ""
     print(f"merged {len(merged.shapes)} shapes into {output}{note}")

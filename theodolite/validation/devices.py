@@ -95,6 +95,15 @@ def run_shards(commands: Sequence[list[str]], paths: Sequence[Path], say: Callab
     return [process.wait() for process in running]
 
 
+def log_tail(path: Path, lines: int = 3) -> str:
+    """The last lines of a shard's log (where a failed shard says why)."""
+    log = path.with_name(path.name + ".log")
+    try:
+        return " | ".join(log.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return f"no log at {log}"
+
+
 def _count(path: Path) -> str:
     try:
         results = load_results(path)
