@@ -1,15 +1,15 @@
-"""What the device experiments share (``small_copy.py``, ``short_k.py``,
-``decode_tiles.py``, ``zero_fill.py``, ``deep_splitk.py``, ``splitk_reduce.py``, ``streamk_rounds.py``,
-``flush_writeback.py``, ``scalar_offsets.py``, ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``,
-``out_vec.py``, ``composite_tiles.py``, ``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``,
-``tma_streamk.py``, ``tma_balanced.py``, ``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``,
-``hot_rows.py``, and the ``bench --config`` runs of ``tma_twins.py``, ``decode_depth.py``, ``pipeline_fill.py``,
-``splitk_short_slices.py``, ``shared_panels.py``, ``short_k_outputs.py``, ``tiny_tiles.py`` and their ``--summary``
-modes (``benched_shapes``); the within-shape residuals of committed sweeps for their ``--sweeps`` modes):
-the GPU's short name, kernels copied with an ``epilogue`` switch flipped, compiling in worker processes, the
-copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated through L2 with
-torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a shape too), the
-results file, and merging an experiment's times into a committed results file."""
+"""What the device experiments share (``small_copy.py``, ``short_k.py``, ``decode_tiles.py``, ``zero_fill.py``,
+``deep_splitk.py``, ``splitk_reduce.py``, ``streamk_rounds.py``, ``flush_writeback.py``, ``scalar_offsets.py``,
+``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``, ``out_vec.py``, ``composite_tiles.py``,
+``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``, ``tma_streamk.py``, ``tma_balanced.py``,
+``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``, ``hot_rows.py``, and the ``bench
+--config`` runs of ``tma_twins.py``, ``decode_depth.py``, ``pipeline_fill.py``, ``splitk_short_slices.py``,
+``shared_panels.py``, ``short_k_outputs.py``, ``tiny_tiles.py``, ``wave_steps.py``, ``fp8_composite_steps.py`` and
+their ``--summary`` modes (``benched_shapes``, ``print_k_steps``); the within-shape residuals of committed sweeps
+for their ``--sweeps`` modes): the GPU's short name, kernels copied with an ``epilogue`` switch flipped, compiling
+in worker processes, the copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated
+through L2 with torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a
+shape too), the results file, and merging an experiment's times into a committed results file."""
 
 import contextlib
 import functools
@@ -442,6 +442,24 @@ def benched_shapes(path: str, profile_path: str, keys: Sequence[str]) -> Iterato
             row, layout, {key: (row["configs"][key] * 1e3, float(seconds[table.index[key]]) * 1e6) for key in timed},
             terms, {key: table.index[key] for key in timed},
         )  # fmt: skip
+
+
+def print_k_steps(path: str, profile_path: str, keys: Sequence[str], grids: Sequence[str]) -> None:
+    """ns a K-step of each config on each grid, measured / model: a grid's shapes are named ``GRID-k<K>``; the two
+    smallest K are differenced (fixed costs cancel) and divided by the config's waves and the steps between them."""
+    by: dict[tuple[str, str], dict[int, tuple[float, float, float, float]]] = {}
+    for shape in benched_shapes(path, profile_path, keys):
+        grid = str(shape.row["name"]).split("-")[0]
+        for key, (measured, model) in shape.times.items():
+            runs = by.setdefault((key, grid), {})
+            runs[shape.row["K"]] = (measured, model, shape.term(key, "#waves"), shape.term(key, "#iterations"))
+    print(f"{'config':38s} {'grid':6s} {'waves':>5s}  ns a K-step measured / model")
+    for (key, grid), runs in sorted(by.items(), key=lambda item: (item[0][0], list(grids).index(item[0][1]))):
+        if len(runs) < 2:
+            continue
+        (m1, p1, waves, s1), (m2, p2, _, s2) = (runs[k] for k in sorted(runs)[:2])
+        per = 1e3 / (waves * (s2 - s1))
+        print(f"{key:38s} {grid:6s} {waves:5.0f}  {(m2 - m1) * per:6.0f} / {(p2 - p1) * per:6.0f}")
 
 
 @dataclass

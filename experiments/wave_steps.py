@@ -24,7 +24,6 @@ many waves is not the H200's (no H100 lent to time it).  The flattened and plain
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 
 KS = (2048, 4096)
 # (name, M, N): 132, 528 and 2112 tiles of 128x256 (one, four and sixteen waves on 132 SMs)
@@ -47,23 +46,9 @@ def run(out: str) -> None:
 
 def summary(path: str, profile_path: str) -> None:
     """Per config and grid: ns a K-step (the two K differenced, over the config's waves), measured and modelled."""
-    from harness import benched_shapes
+    from harness import print_k_steps
 
-    by: dict[tuple[str, str], dict[int, tuple[float, float, float, float]]] = defaultdict(dict)
-    for shape in benched_shapes(path, profile_path, CONFIGS):
-        grid = str(shape.row["name"]).split("-")[0]
-        for key, (measured, model) in shape.times.items():
-            waves = shape.term(key, "#waves")
-            steps = shape.term(key, "#iterations")
-            by[(key, grid)][shape.row["K"]] = (measured, model, waves, steps)
-    print(f"{'config':38s} {'grid':5s} {'waves':>5s}  ns a K-step measured / model")
-    order = [name for name, _, _ in GRIDS]
-    for (key, grid), runs in sorted(by.items(), key=lambda item: (item[0][0], order.index(item[0][1]))):
-        if len(runs) < 2:
-            continue
-        (m1, p1, waves, s1), (m2, p2, _, s2) = (runs[k] for k in sorted(runs)[:2])
-        per = 1e3 / (waves * (s2 - s1))
-        print(f"{key:38s} {grid:5s} {waves:5.0f}  {(m2 - m1) * per:6.0f} / {(p2 - p1) * per:6.0f}")
+    print_k_steps(path, profile_path, CONFIGS, [name for name, _, _ in GRIDS])
 
 
 if __name__ == "__main__":
