@@ -416,6 +416,7 @@ def test_final_round_in_shards_merges_back(fake_gpu: list[str], tmp_path: Path) 
     assert sorted(s.name for s in results.shapes) == sorted(names)
     assert all(s.final_ms[TORCH_KEY] == 0.02 for s in results.shapes)
     assert results.settings["final_round"]["shapes"] == len(names)
+    assert results.settings["shapes_total"] == len(names)  # each part carries the sweep's total: counted once
     assert "final_shard" not in results.settings
 
 
@@ -638,3 +639,23 @@ def test_all_devices_says_why_a_shard_failed(
     err = capsys.readouterr().err
     assert "shard 1/2 failed (exit 3): starting on GPU 1 | out of memory on this GPU" in err
     assert "no shard wrote a results file" in err and (tmp_path / "v.shard0of2.json.log").is_file()
+
+
+def test_all_devices_shares_a_final_round(fake_gpu: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--final FILE --all-devices``: GPU i re-times every n-th shape from i, the parts merge into -o with every
+    shape's final round and the sweep's total counted once."""
+    spawned = _two_gpus(monkeypatch, ("NVIDIA H100 80GB HBM3",) * 2)
+    sweep = tmp_path / "v.json"
+    argv = ["validate", "--shapes", "square", "--profile", "datasheet:h100-sxm", "--no-precompile", "--peers", ""]
+    assert main([*argv, "--no-final", "-o", str(sweep)]) == 0
+    names = [s.name for s in load_results(sweep).shapes]
+    fake_gpu.clear()
+    final = ["validate", "--final", str(sweep), "--no-precompile", "--all-devices", "-o", str(sweep)]
+    assert main(final) == 0
+    assert sorted(fake_gpu) == sorted("final " + name for name in names)  # each shape re-timed once
+    assert all("--final" in c and "--resume" not in c for c, _ in spawned)
+    results = load_results(sweep)
+    assert sorted(s.name for s in results.shapes) == sorted(names)
+    assert all(s.final_ms[TORCH_KEY] == 0.02 for s in results.shapes)
+    assert results.settings["shapes_total"] == len(names) and "final_shard" not in results.settings
+    assert not list(tmp_path.glob("*shard*"))

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--all-devices",
         action="store_true",
-        help="one process per visible GPU (one model), each a shard i/n, merged into -o at the end",
+        help="one process per visible GPU (one model), each a shard i/n of the sweep or of --final's round, merged",
     )
     parser.add_argument("--resume", action="store_true", help="skip shapes already in the output file")
     parser.add_argument("--budget-s", type=float, default=None, help="stop before a shape that would overrun this")
@@ -186,11 +186,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _child_command(args: argparse.Namespace, index: int, count: int, output: Path, workers: int) -> list[str]:
-    """The validate command line of shard ``index`` of ``count``: this one's options, its shard, its own file."""
-    command = [sys.executable, "-m", "theodolite", "validate", "--shapes", args.shapes, "--dtype", args.dtype]
-    command += ["--layout", args.layout, "--peers", args.peers, "--rep-ms", str(args.rep_ms)]
-    command += ["--max-reps", str(args.max_reps), "--workers", str(workers), "--resume"]
-    command += ["--shard", f"{index}/{count}", "-o", str(output)]
+    """The validate command line of shard ``index`` of ``count``: this one's options, its shard, its own file (a
+    sweep's shard always resumes its file, which ``seed_shards`` prepared; a final round's only with --resume)."""
+    command = [sys.executable, "-m", "theodolite", "validate", "--rep-ms", str(args.rep_ms)]
+    command += ["--max-reps", str(args.max_reps), "--workers", str(workers), "--shard", f"{index}/{count}"]
+    command += ["-o", str(output)]
+    if args.final is not None:
+        command += ["--final", str(args.final)] + ["--resume"] * args.resume
+        return command + ["--no-precompile"] * args.no_precompile
+    command += ["--shapes", args.shapes, "--dtype", args.dtype, "--layout", args.layout, "--peers", args.peers]
+    command += ["--resume"]
     for flag, value in (("--profile", args.profile), ("--variants", args.variants), ("--budget-s", args.budget_s)):
         if value is not None:
             command += [flag, str(value)]
@@ -205,8 +210,10 @@ def _all_devices(args: argparse.Namespace) -> int:
     from theodolite.validation import devices as shards
     from theodolite.validation import load_shapes, print_summary
 
-    if args.shard is not None or args.final is not None or args.dry_run:
-        raise TheodoliteError("--all-devices takes the shards itself: drop --shard, --final and --dry-run")
+    if args.shard is not None or args.dry_run:
+        raise TheodoliteError("--all-devices takes the shards itself: drop --shard and --dry-run")
+    if args.final is not None and args.output is None:
+        raise TheodoliteError("--final needs -o/--output for the file with the final round")
     if args.budget_s is not None and args.budget_s <= 0:
         raise TheodoliteError("--budget-s must be positive")
     names = [name for name, _ in devices()]
@@ -214,10 +221,16 @@ def _all_devices(args: argparse.Namespace) -> int:
     count = len(names)
     output = args.output or _default_output(args, (0, 1))
     output.parent.mkdir(parents=True, exist_ok=True)
-    paths = shards.seed_shards(output, load_shapes(args.shapes, args.dtype, args.layout), count, args.resume)
+    if args.final is not None:  # each shard takes its shapes from the file itself (and resumes its own file)
+        paths = shards.shard_paths(output, count)
+        if not args.resume:
+            shards.remove_stale(paths)
+    else:
+        paths = shards.seed_shards(output, load_shapes(args.shapes, args.dtype, args.layout), count, args.resume)
     workers = args.workers or max(1, min(16, ((os.cpu_count() or 2) - 1) // count))
     commands = [_child_command(args, i, count, path, workers) for i, path in enumerate(paths)]
-    print(f"validate on {count} x {names[0]}: {args.shapes}, {workers} compile workers each")
+    what = f"the final round of {args.final}" if args.final is not None else args.shapes
+    print(f"validate on {count} x {names[0]}: {what}, {workers} compile workers each")
     codes = shards.run_shards(commands, paths)
     failed = [i for i, code in enumerate(codes) if code != 0]
     for index in failed:

@@ -33,6 +33,18 @@ def shard_path(output: Path, index: int, count: int) -> Path:
     return output.with_name(f"{name}.shard{index}of{count}")
 
 
+def shard_paths(output: Path, count: int) -> list[Path]:
+    """The shard files of ``count`` GPUs beside ``output``."""
+    return [shard_path(output, i, count) for i in range(count)]
+
+
+def remove_stale(paths: Sequence[Path]) -> None:
+    """A fresh run's shard files: any left by an earlier one (and their logs) go."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".log").unlink(missing_ok=True)
+
+
 def visible_devices(count: int) -> list[str]:
     """The CUDA_VISIBLE_DEVICES entry for each of ``count`` GPUs (the parent's own list where it has one)."""
     listed = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
@@ -52,10 +64,9 @@ def check_one_model(names: Sequence[str]) -> None:
 def seed_shards(output: Path, shapes: Sequence[Shape], count: int, resume: bool) -> list[Path]:
     """The shard files for ``count`` GPUs: stale ones removed, or with ``resume`` each seeded from ``output``'s shapes
     of its shard (a shard file already there is kept: it is the newer)."""
-    paths = [shard_path(output, i, count) for i in range(count)]
+    paths = shard_paths(output, count)
     if not resume:
-        for path in paths:
-            path.unlink(missing_ok=True)
+        remove_stale(paths)
         return paths
     if not output.is_file():
         return paths
@@ -109,6 +120,8 @@ def _count(path: Path) -> str:
         results = load_results(path)
     except Exception:  # not written yet, or being rewritten this instant
         return "-"
+    if "final_shard" in results.settings:  # a final round's shard: the shapes re-timed of its own
+        return f"{sum(1 for shape in results.shapes if shape.final_ms)}/{len(results.shapes)} final"
     return f"{len(results.shapes)}/{results.settings.get('shapes_total', '?')}"
 
 

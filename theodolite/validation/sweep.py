@@ -197,9 +197,9 @@ def run_validation(
     return results
 
 
-def _distinct_shards(parts: Sequence[Results]) -> bool:
-    """Whether the parts are distinct shards ``i/n`` of one ``n`` (n > 1)."""
-    labels = [str(part.settings.get("shard", "")) for part in parts]
+def _distinct_shards(parts: Sequence[Results], setting: str) -> bool:
+    """Whether the parts are distinct shards ``i/n`` of one ``n`` (n > 1) by their ``setting`` (shard, final_shard)."""
+    labels = [str(part.settings.get(setting, "")) for part in parts]
     counts = {label.partition("/")[2] for label in labels}
     return len(set(labels)) == len(labels) and len(counts) == 1 and counts != {"1"} and all("/" in x for x in labels)
 
@@ -223,7 +223,9 @@ def merge_files(paths: Sequence[str | Path], output: str | Path) -> Results:
         }
     merged.settings["incomplete"] = any(bool(part.settings.get("incomplete")) for part in parts)
     totals = [int(part.settings.get("shapes_total", len(part.shapes))) for part in parts]
-    if _distinct_shards(parts):  # shards i/n of one sweep: their shapes are disjoint however each was seeded
+    if _distinct_shards(parts, "final_shard"):  # one sweep's final round in shards: each part carries its total
+        merged.settings["shapes_total"] = totals[0]
+    elif _distinct_shards(parts, "shard"):  # shards i/n of one sweep: their shapes are disjoint however each was seeded
         merged.settings["shapes_total"] = sum(totals)
     else:  # a re-measurement of some shapes replaces them and does not add to the total
         merged.settings["shapes_total"] = sum(totals) - (sum(len(part.shapes) for part in parts) - len(merged.shapes))
