@@ -232,6 +232,10 @@ def test_shards_cover_every_shape_once_and_merge(tmp_path: Path) -> None:
     assert sorted(measured) == sorted(s.name for s in SHAPES)
     with pytest.raises(ValidationError, match="shard"):
         run_validation(SHAPES, ValidateSettings(shard=(1, 2), resume=True), fake_harness(clock, []), files[0])
+    with pytest.raises(ValidationError, match="holds suite llm, not square"):
+        run_validation(
+            SHAPES, ValidateSettings(suite="square", shard=(0, 2), resume=True), fake_harness(clock, []), files[0]
+        )
     merged = merge_files(files, tmp_path / "all.json")
     assert sorted(s.name for s in merged.shapes) == sorted(s.name for s in SHAPES)
     assert merged.settings["shapes_total"] == len(SHAPES)

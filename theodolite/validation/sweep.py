@@ -153,6 +153,11 @@ def run_validation(
         # a whole-suite file (shard 0/1) may seed any shard: its shapes are skipped and the file becomes the shard's
         if held not in (None, "0/1", mine_label):
             raise ValidationError(f"{output}: holds shard {held}, not {mine_label}")
+        suite = results.settings.get("suite")
+        if suite not in (None, settings.suite):  # resumed, the file would hold two suites' shapes under one name
+            raise ValidationError(
+                f"{output}: holds suite {suite}, not {settings.suite}: resume it with --shapes {suite}"
+            )
         results.settings["shard"] = mine_label
     if results is None:
         results = _new_results(settings, harness, device, command)
