@@ -570,7 +570,7 @@ def test_all_devices_runs_a_shard_per_gpu_and_resumes_a_single_gpu_file(
 ) -> None:
     """``--all-devices``: GPU i sweeps shard i/n into its own file, the files merge into -o (then go); with
     ``--resume`` a file begun on one GPU seeds the shards, and only its missing shapes are timed."""
-    from theodolite.validation.devices import shard_path
+    from theodolite.validation.devices import seed_shards, shard_path
 
     spawned = _two_gpus(monkeypatch, ("NVIDIA H100 80GB HBM3",) * 2)
     out = tmp_path / "v.json.gz"
@@ -594,6 +594,11 @@ def test_all_devices_runs_a_shard_per_gpu_and_resumes_a_single_gpu_file(
     partial.shapes = partial.shapes[:3]
     partial.settings["incomplete"] = True
     save_results(partial, single)
+    seeded = [load_results(p) for p in seed_shards(tmp_path / "single.json", load_shapes("square"), 2, True)]
+    assert [s.settings["wall_s"] for s in seeded] == [partial.settings["wall_s"], 0.0]  # merged, counted once
+    assert sorted(x.name for s in seeded for x in s.shapes) == sorted(x.name for x in partial.shapes)
+    for path in tmp_path.glob("single.shard*"):
+        path.unlink()
     by_hand = tmp_path / "by-hand.json"  # the same by hand: a whole-suite file (shard 0/1) resumes as shard 1/2
     save_results(partial, by_hand)
     fake_gpu.clear()

@@ -78,6 +78,7 @@ def seed_shards(output: Path, shapes: Sequence[Shape], count: int, resume: bool)
         keys = {shape.key for shape in shard_of(shapes, index, count)}
         kept = [s for s in base.shapes if result_key(s) in keys or (index == 0 and result_key(s) not in suite)]
         settings = {**base.settings, "shard": f"{index}/{count}", "shapes_total": len(keys)}
+        settings["wall_s"] = base.settings.get("wall_s", 0.0) if index == 0 else 0.0  # --merge adds the shards' up
         save_results(replace(base, settings=settings, shapes=kept), path)
     return paths
 
