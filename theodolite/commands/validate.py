@@ -142,11 +142,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"merged {len(args.merge)} files ({len(merged.shapes)} shapes) into {args.output}")
         print_summary(merged)
         return 0
+    if args.budget_s is not None and args.budget_s <= 0:
+        raise TheodoliteError("--budget-s must be positive")
     if args.all_devices:
         return _all_devices(args)
     shard = parse_shard(args.shard)
-    if args.budget_s is not None and args.budget_s <= 0:
-        raise TheodoliteError("--budget-s must be positive")
     peers = tuple(p.strip() for p in args.peers.split(",") if p.strip())
     variants = tuple(v.strip() for v in args.variants.split(",")) if args.variants else None
     settings = ValidateSettings(
@@ -214,8 +214,6 @@ def _all_devices(args: argparse.Namespace) -> int:
         raise TheodoliteError("--all-devices takes the shards itself: drop --shard and --dry-run")
     if args.final is not None and args.output is None:
         raise TheodoliteError("--final needs -o/--output for the file with the final round")
-    if args.budget_s is not None and args.budget_s <= 0:
-        raise TheodoliteError("--budget-s must be positive")
     names = [name for name, _ in devices()]
     shards.check_one_model(names)
     count = len(names)
