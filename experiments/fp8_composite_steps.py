@@ -12,13 +12,13 @@ K and divides by the config's waves.
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/fp8_composite_steps.py    # GPU: $OUT/fp8-composite-steps.json
     PYTHONPATH=$PWD python3 experiments/fp8_composite_steps.py --summary F.json PROFILE  # ns a K-step: measured / model
 
-H200 (``fp8-composite-steps-h200.json``, ns a K-step at M 128 / M 128 wide / M 512 (1, 2-4 and 6-14 waves),
-measured (priced with the writes; without them, refit)): 64x128+32x128 s6 292 / 351 / 292 (322; 251-314), 64x128+64x128 s5 352 / 384 /
-284 (363; 295-338), 128x128+32x128 s5 492 / 654 / 533 (544; 459-523), 64x128x128 s8 263 / 261 / 215 (263; 243-263),
-128x128x128 s6 299 / 469 / 348 (403; 329-400).  Over all 18, log-RMS 0.144 with the writes and 0.146 without; the
-64-row composites priced +5.5% with the writes and -7.1% without, the 128-row one -1% and -15%.  Left out, the
-writes make fp8 composites too cheap, which is how they came to be picked at M = 128 (0.83-0.87 of the best): the
-change stays out.
+H200 (``fp8-composite-steps-h200.json``, ns a K-step at M 128 / M 128 wide / M 512 (1, 2-4 and 6-14 waves), measured
+(priced with the writes; without them, refit)): 64x128+32x128 s6 292 / 351 / 292 (322; 251-314), 64x128+64x128 s5 352
+/ 384 / 284 (363; 295-338), 128x128+32x128 s5 492 / 654 / 533 (544; 459-523), 64x128x128 s8 263 / 261 / 215 (263;
+243-263), 128x128x128 s6 299 / 469 / 348 (403; 329-400). Over all 18, log-RMS 0.144 with the writes and 0.146
+without; the 64-row composites priced +5.5% with the writes and -7.1% without, the 128-row one -1% and -15%. Left
+out, the writes make fp8 composites too cheap, which is how they came to be picked at M = 128 (0.83-0.87 of the
+best): the change stays out.
 """
 
 from __future__ import annotations
