@@ -92,7 +92,7 @@ def in_stream_ms(shape: ShapeResult, measured_ms: float, floor: dict[str, float]
     )
     if not flushed_timing(set_bytes * shape.batch, int(floor["l2_bytes"])):
         return measured_ms
-    return max(measured_ms - (floor["flushed_ms"] - floor["graph_ms"]), 1e-6)
+    return max(measured_ms - max(floor["flushed_ms"] - floor["graph_ms"], 0.0), 1e-6)  # a bracket, never below 0
 
 
 def absolute_accuracy(scores: Sequence[ShapeScore]) -> dict[str, float]:

@@ -449,7 +449,7 @@ def gpu_time_shape(budget_ms: float = 400.0) -> TimeShape:
         times, _ = final_round(m, n, k, keys, BenchSettings(dtype="bf16", layout=layout), timer, budget_ms)
         torch.cuda.empty_cache()
         flushed = flushed_timing(2 * (m * k + k * n + m * n), timer.l2)  # bf16 inputs and output
-        bracket = floor["flushed_ms"] - floor["graph_ms"] if flushed else 0.0
+        bracket = max(floor["flushed_ms"] - floor["graph_ms"], 0.0) if flushed else 0.0
         return {
             key: max(ms - bracket, 1e-6) / 1e3 for key, ms in times.items() if key in keys and ms and math.isfinite(ms)
         }

@@ -31,3 +31,20 @@ def test_no_floor_no_correction() -> None:
     assert absolute_accuracy([score])["median"] == pytest.approx(0.5)
     score.pick_stream_ms = 0.0125
     assert absolute_accuracy([score])["median"] == pytest.approx(0.8)
+
+
+def test_a_floor_read_upside_down_takes_nothing_off() -> None:
+    """A graph figure above the flushed one (host-driven launches read when capture was refused: 5.8 against 2.8 µs
+    on an H200) is no bracket: the measured time stays, never grows."""
+    upside_down = {**FLOOR, "graph_ms": 0.0058, "flushed_ms": 0.0028}
+    assert in_stream_ms(_shape(1, 4096, 4096), 0.0200, upside_down) == 0.0200
+
+
+def test_floors_without_graph_replays_keep_the_flushed_figure() -> None:
+    """``timing_floors``' record: the timer's eager fallback gives the graph figure the flushed one (and says so)."""
+    from theodolite.kernels.benchmark import floors
+
+    assert floors(0.0028, 0.0009, "graph", 50 * 2**20)["graph_ms"] == 0.0009
+    with pytest.warns(UserWarning, match="graph capture failed"):
+        record = floors(0.0028, 0.0058, "eager (graph capture failed: RuntimeError: x)", 50 * 2**20)
+    assert record == {"flushed_ms": 0.0028, "graph_ms": 0.0028, "l2_bytes": 50.0 * 2**20}
