@@ -19,7 +19,8 @@ H200 (``one-tile-steps-h200.json``; ns a lone program's K-step, measured / price
 5.5), 16x64x128 4.2 (4.5-4.8) and 5.5-6.0 with its columns masked.  So a lone K-step is priced 25-40% high for
 64x64x64 and TMA 64x64x128 (the stages probes' fits, 8 tiles and more, do not carry to one), and the 16-row tile's
 column mask is a cost the model leaves out: both push the small one-tile picks toward 16x64x128.  Dropping the TMA
-launch extra (0.37 us) instead moves the seen H200 sweeps 0.9673 / 0.865 -> 0.9652 / 0.858: not it.  No change made.
+launch extra (0.37 us) instead moves the seen H200 sweeps 0.9673 / 0.865 -> 0.9652 / 0.858, and +140 ns a masked
+K-step of a pointer tile wider than N to 0.9655 / 0.863: neither alone.  No change made.
 """
 
 from __future__ import annotations
