@@ -38,16 +38,13 @@ def load_suite_rows(name_or_path: str) -> list[dict[str, str]]:
             for s in (256, 512, 1024, 2048, 4096, 8192, 16384)
         ]
     if name_or_path.startswith("random:"):
-        try:
-            _, count, seed = name_or_path.split(":")
-            rng = random.Random(int(seed))
-            rows = []
-            for i in range(int(count)):
-                dims = [int(round(math.exp(rng.uniform(math.log(16), math.log(16384))))) for _ in range(3)]
-                rows.append({"name": f"random{i:03d}", "M": str(dims[0]), "N": str(dims[1]), "K": str(dims[2])})
-            return rows
-        except ValueError:
-            raise ShapeSuiteError(f"bad random suite {name_or_path!r}: expected random:COUNT:SEED") from None
+        count, seed = _count_and_seed(name_or_path, "random")
+        rng = random.Random(seed)
+        rows = []
+        for i in range(count):
+            dims = [int(round(math.exp(rng.uniform(math.log(16), math.log(16384))))) for _ in range(3)]
+            rows.append({"name": f"random{i:03d}", "M": str(dims[0]), "N": str(dims[1]), "K": str(dims[2])})
+        return rows
     if name_or_path == "decode":
         return decode_rows()
     if name_or_path.startswith("wide:"):
@@ -70,6 +67,18 @@ def load_suite_rows(name_or_path: str) -> list[dict[str, str]]:
             raise ShapeSuiteError(f"{path}: bad row {row} (need name,M,N,K with non-negative sizes)") from None
         rows.append({key: value.strip() for key, value in row.items() if key is not None and value is not None})
     return rows
+
+
+def _count_and_seed(spec: str, kind: str) -> tuple[int, int]:
+    """COUNT and SEED of ``kind:COUNT:SEED`` (COUNT at least 1: an empty suite would validate nothing, silently)."""
+    try:
+        _, count, seed = spec.split(":")
+        total, value = int(count), int(seed)
+    except ValueError:
+        raise ShapeSuiteError(f"bad {kind} suite {spec!r}: expected {kind}:COUNT:SEED") from None
+    if total < 1:
+        raise ShapeSuiteError(f"bad {kind} suite {spec!r}: COUNT must be at least 1")
+    return total, value
 
 
 def load_suite(name_or_path: str) -> list[tuple[str, int, int, int]]:
@@ -100,12 +109,8 @@ def wide_rows(spec: str) -> list[dict[str, str]]:
     WIDE_MAX_FLOPS or WIDE_MAX_BYTES is drawn again), half of them multiples of 64, a quarter multiples of 8, a
     quarter left as drawn (odd rows: misaligned loads); a layout column alternating nn and nt.  ``random:COUNT:SEED``
     stays as it was, for reproducibility."""
-    try:
-        _, count, seed = spec.split(":")
-        rng = random.Random(int(seed))
-        total = int(count)
-    except ValueError:
-        raise ShapeSuiteError(f"bad wide suite {spec!r}: expected wide:COUNT:SEED") from None
+    total, seed = _count_and_seed(spec, "wide")
+    rng = random.Random(seed)
     rows = []
     for i in range(total):
         dims: dict[str, int] = {}

@@ -272,3 +272,8 @@ def test_decode_and_wide_suites() -> None:
     assert shapes.load_suite("random:3:1") == shapes.load_suite("random:3:1")
     with pytest.raises(shapes.ShapeSuiteError, match="wide:COUNT:SEED"):
         shapes.load_suite("wide:x")
+    for empty in ("wide:0:5", "random:0:5", "random:-2:5"):  # an empty suite would validate nothing, silently
+        with pytest.raises(shapes.ShapeSuiteError, match="COUNT must be at least 1"):
+            shapes.load_suite(empty)
+    with pytest.raises(shapes.ShapeSuiteError, match="random:COUNT:SEED"):
+        shapes.load_suite("random:3:x")

@@ -668,3 +668,24 @@ def test_all_devices_shares_a_final_round(fake_gpu: list[str], tmp_path: Path, m
     assert all(s.final_ms[TORCH_KEY] == 0.02 for s in results.shapes)
     assert results.settings["shapes_total"] == len(names) and "final_shard" not in results.settings
     assert not list(tmp_path.glob("*shard*"))
+
+
+def test_default_peers_leave_out_a_peer_whose_package_is_missing(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    """``--peers`` left out: fixed always, nvmmh only where nvMatmulHeuristics imports (a note says so); asked for by
+    name without its package, nvmmh stays an error that names the package."""
+    import importlib.util
+
+    from theodolite.commands.validate import default_peers
+    from theodolite.validation.peers import NvmmhPeer
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "nvMatmulHeuristics" else real(name, *a)
+    )
+    assert default_peers() == "fixed"
+    assert "nvmmh left out" in capsys.readouterr().err
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    assert default_peers() == "fixed,nvmmh"
+    if not _has_nvmmh():
+        with pytest.raises(ValidationError, match="nvMatmulHeuristics"):
+            NvmmhPeer("H100")

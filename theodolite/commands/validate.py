@@ -35,7 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--layout", default="nn", choices=("nn", "nt", "tn", "tt"), help="layout where the suite has no layout column"
     )
     parser.add_argument("--profile", default=None, help="profile file or datasheet:NAME (default: this device's)")
-    parser.add_argument("--peers", default="fixed,nvmmh", help="comma list of fixed, nvmmh, autotune ('' for none)")
+    parser.add_argument(
+        "--peers",
+        default=None,
+        help="comma list of fixed, nvmmh, autotune ('' for none; default: fixed, and nvmmh where it is installed)",
+    )
     parser.add_argument("--variants", default=None, help="comma list of kernel variants (default: all)")
     parser.add_argument(
         "--shard", default=None, metavar="i/n", help="shard i of n (zero-based, interleaved); also with --final"
@@ -104,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
 
         print_summary(load_results(args.summary))
         return 0
+    if args.peers is None:
+        args.peers = default_peers()
     if args.from_results is not None:
         from theodolite.results import load_results, save_results
         from theodolite.validation import add_model_picks, add_peer_picks, load_validation_profile
@@ -200,6 +206,17 @@ def _child_command(args: argparse.Namespace, index: int, count: int, output: Pat
         if value is not None:
             command += [flag, str(value)]
     return command + ["--no-precompile"] * args.no_precompile + ["--no-final"] * args.no_final
+
+
+def default_peers() -> str:
+    """``--peers`` left out: the fixed-config peer, and nvMatmulHeuristics where its package is installed (asked for
+    by name, a missing package is an error; left to the default, a note)."""
+    import importlib.util
+
+    if importlib.util.find_spec("nvMatmulHeuristics") is not None:
+        return "fixed,nvmmh"
+    print("note: peer nvmmh left out (no nvMatmulHeuristics package); --peers fixed,nvmmh asks for it", file=sys.stderr)
+    return "fixed"
 
 
 def _all_devices(args: argparse.Namespace) -> int:
