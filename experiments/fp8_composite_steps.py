@@ -23,8 +23,6 @@ best): the change stays out.
 
 from __future__ import annotations
 
-import os
-
 KS = (4096, 8192)
 GRIDS = (("m128", 128, 8192), ("m128n", 128, 28672), ("m512", 512, 28672))  # ~1, ~3.5 and ~14 waves of 64x128 tiles
 CONFIGS = (
@@ -33,20 +31,8 @@ CONFIGS = (
 )  # fmt: skip
 
 
-def run(out: str) -> None:
-    from harness import bench_configs
-
-    shapes = [(f"{name}-k{k}", m, n, k) for name, m, n in GRIDS for k in KS]
-    bench_configs(shapes, CONFIGS, os.path.join(out, "fp8-composite-steps.json"), "fp8e4m3", "nt")
-
-
-def summary(path: str, profile_path: str) -> None:
-    from harness import print_k_steps
-
-    print_k_steps(path, profile_path, CONFIGS, [name for name, _, _ in GRIDS])
-
 
 if __name__ == "__main__":
-    from harness import dispatch
+    from harness import k_steps_main
 
-    dispatch(run, summary)
+    k_steps_main("fp8-composite-steps.json", GRIDS, KS, CONFIGS, "fp8e4m3", "nt")

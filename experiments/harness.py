@@ -462,6 +462,21 @@ def print_k_steps(path: str, profile_path: str, keys: Sequence[str], grids: Sequ
         print(f"{key:38s} {grid:6s} {waves:5.0f}  {(m2 - m1) * per:6.0f} / {(p2 - p1) * per:6.0f}")
 
 
+def k_steps_main(output: str, grids: Sequence[tuple[str, int, int]], ks: Sequence[int], keys: Sequence[str], dtype: str,
+                 layout: str) -> None:
+    """A K-step experiment's command line: on the GPU each ``(name, M, N)`` grid at every K of ``ks`` through ``keys``
+    into ``$OUT/output`` (shapes named ``GRID-k<K>``); ``--summary F PROFILE`` prints ``print_k_steps``."""
+
+    def run(out: str) -> None:
+        shapes = [(f"{name}-k{k}", m, n, k) for name, m, n in grids for k in ks]
+        bench_configs(shapes, keys, os.path.join(out, output), dtype, layout)
+
+    def summary(path: str, profile_path: str) -> None:
+        print_k_steps(path, profile_path, keys, [name for name, _, _ in grids])
+
+    dispatch(run, summary)
+
+
 @dataclass
 class SweptShape:
     """One aligned shape of a committed sweep, priced by the model: its timings by config key, the model's times and

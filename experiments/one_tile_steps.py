@@ -25,8 +25,6 @@ K-step of a pointer tile wider than N to 0.9655 / 0.863: neither alone.  No chan
 
 from __future__ import annotations
 
-import os
-
 KS = (1024, 4096)
 # (name, M, N): which edges of a 16x64 and a 64x64 tile fall inside the problem
 GRIDS = (("full16", 16, 64), ("full64", 64, 64), ("rows5", 5, 64), ("rows40", 40, 64), ("cols50", 16, 50),
@@ -37,24 +35,8 @@ CONFIGS = (
 )  # fmt: skip
 
 
-def shapes() -> list[tuple[str, int, int, int]]:
-    return [(f"{name}-k{k}", m, n, k) for name, m, n in GRIDS for k in KS]
-
-
-def run(out: str) -> None:
-    from harness import bench_configs
-
-    bench_configs(shapes(), CONFIGS, os.path.join(out, "one-tile-steps.json"), "bf16", "nt")
-
-
-def summary(path: str, profile_path: str) -> None:
-    """Per config and grid: ns a K-step (the two K differenced), measured and modelled."""
-    from harness import print_k_steps
-
-    print_k_steps(path, profile_path, CONFIGS, [name for name, _, _ in GRIDS])
-
 
 if __name__ == "__main__":
-    from harness import dispatch
+    from harness import k_steps_main
 
-    dispatch(run, summary)
+    k_steps_main("one-tile-steps.json", GRIDS, KS, CONFIGS, "bf16", "nt")

@@ -23,8 +23,6 @@ many waves is not the H200's (no H100 lent to time it).  The flattened and plain
 
 from __future__ import annotations
 
-import os
-
 KS = (2048, 4096)
 # (name, M, N): 132, 528 and 2112 tiles of 128x256 (one, four and sixteen waves on 132 SMs)
 GRIDS = (("w1", 1536, 2816), ("w4", 6144, 2816), ("w16", 6144, 11264))
@@ -34,24 +32,8 @@ CONFIGS = (
 )  # fmt: skip
 
 
-def shapes() -> list[tuple[str, int, int, int]]:
-    return [(f"{name}-k{k}", m, n, k) for name, m, n in GRIDS for k in KS]
-
-
-def run(out: str) -> None:
-    from harness import bench_configs
-
-    bench_configs(shapes(), CONFIGS, os.path.join(out, "wave-steps.json"), "bf16", "nt")
-
-
-def summary(path: str, profile_path: str) -> None:
-    """Per config and grid: ns a K-step (the two K differenced, over the config's waves), measured and modelled."""
-    from harness import print_k_steps
-
-    print_k_steps(path, profile_path, CONFIGS, [name for name, _, _ in GRIDS])
-
 
 if __name__ == "__main__":
-    from harness import dispatch
+    from harness import k_steps_main
 
-    dispatch(run, summary)
+    k_steps_main("wave-steps.json", GRIDS, KS, CONFIGS, "bf16", "nt")
