@@ -344,6 +344,12 @@ def floors(flushed_ms: float, graph_ms: float, graph_mode: str, l2_bytes: int) -
     return {"flushed_ms": float(flushed_ms), "graph_ms": float(graph_ms), "l2_bytes": float(l2_bytes)}
 
 
+def event_bracket_ms(floor: dict[str, float]) -> float:
+    """What a flushed run's two events add to a kernel's time in a stream of work: the empty kernel's flushed figure
+    over its graph-replayed one, never below 0."""
+    return max(floor["flushed_ms"] - floor["graph_ms"], 0.0)
+
+
 def flushed_timing(set_bytes: int, l2: int) -> bool:
     """Whether a shape whose inputs and output take ``set_bytes`` is timed in L2-flushed runs (else graph-replayed
     on rotated copies): ``rotation_count`` gives no rotation."""

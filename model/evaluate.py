@@ -84,7 +84,7 @@ def in_stream_ms(shape: ShapeResult, measured_ms: float, floor: dict[str, float]
     (results made before ``kernels.benchmark.timing_floors``)."""
     if not floor:
         return math.nan
-    from theodolite.kernels.benchmark import flushed_timing
+    from theodolite.kernels.benchmark import event_bracket_ms, flushed_timing
 
     problem = _problem(shape)
     set_bytes = (shape.M * shape.K + shape.K * shape.N) * problem.element_bytes + shape.M * shape.N * (
@@ -92,7 +92,7 @@ def in_stream_ms(shape: ShapeResult, measured_ms: float, floor: dict[str, float]
     )
     if not flushed_timing(set_bytes * shape.batch, int(floor["l2_bytes"])):
         return measured_ms
-    return max(measured_ms - max(floor["flushed_ms"] - floor["graph_ms"], 0.0), 1e-6)  # a bracket, never below 0
+    return max(measured_ms - event_bracket_ms(floor), 1e-6)
 
 
 def absolute_accuracy(scores: Sequence[ShapeScore]) -> dict[str, float]:

@@ -436,7 +436,14 @@ def gpu_time_shape(budget_ms: float = 400.0) -> TimeShape:
     model predicts them: a flushed shape's times less its events' bracket (``kernels.benchmark.timing_floors``,
     measured once on the first shape; ``model.evaluate.in_stream_ms`` reads validation sweeps the same way);
     configs that fail are left out."""
-    from theodolite.kernels.benchmark import BenchSettings, Timer, final_round, flushed_timing, timing_floors
+    from theodolite.kernels.benchmark import (
+        BenchSettings,
+        Timer,
+        event_bracket_ms,
+        final_round,
+        flushed_timing,
+        timing_floors,
+    )
 
     timer = Timer()
     floor: dict[str, float] = {}
@@ -449,7 +456,7 @@ def gpu_time_shape(budget_ms: float = 400.0) -> TimeShape:
         times, _ = final_round(m, n, k, keys, BenchSettings(dtype="bf16", layout=layout), timer, budget_ms)
         torch.cuda.empty_cache()
         flushed = flushed_timing(2 * (m * k + k * n + m * n), timer.l2)  # bf16 inputs and output
-        bracket = max(floor["flushed_ms"] - floor["graph_ms"], 0.0) if flushed else 0.0
+        bracket = event_bracket_ms(floor) if flushed else 0.0
         return {
             key: max(ms - bracket, 1e-6) / 1e3 for key, ms in times.items() if key in keys and ms and math.isfinite(ms)
         }
