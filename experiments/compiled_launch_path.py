@@ -12,7 +12,11 @@ Python and (b) a `torch.library.triton_op` that wraps it with `wrap_triton`.  (a
 
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/compiled_launch_path.py    # $OUT/compiled-launch-path-<gpu>.json
 
-To be run (~1 min).
+Measured (H200, one GPU; `compiled-launch-path-h200.json`), µs of host wall time per projection, M = 1 / 8 / 64:
+F.linear 23.6 / 21.9 / 34.7, theodolite 31.3 / 30.0 / 52.1, custom_op 62.7 / 61.4 / 110.1, triton_op 18.4 / 29.7 /
+24.8.  The Python launch path is what costs: behind a `triton_op` the same kernel costs the host less than F.linear at
+M 1 and 64 (its M = 8 figure, equal to ours, is one run's and unexplained), where the `custom_op` costs twice our
+trimmed operator and ours 1.3-1.5x F.linear.  All outputs within bf16 rounding of F.linear's.
 """
 
 from __future__ import annotations
