@@ -59,6 +59,9 @@ _TORCH_DTYPES = {
 FLUSHES = ("read", "write")  # Timer's L2 flush: read a clean buffer (default), or zero one as do_bench does
 FLUSH_MIN_BYTES = 256 << 20  # the flush buffer: at least this, and four times the L2
 SPIN_CYCLES = 2_000_000  # ~1 ms of GPU spin at ~2 GHz ahead of a queued round
+# ~0.1 ms of GPU spin ahead of each timed graph replay: the host's graph launch falls on it, not between the replay's
+# start event and its first kernel (experiments/replay_bias.py)
+REPLAY_SPIN_CYCLES = 200_000
 FINAL_ROUNDS = 15  # rounds of the side-by-side final round (each candidate timed once per round)
 # A config whose output differs from torch.matmul by more than this (max |diff| / max |ref|) is wrong.
 WRONG_RESULT = {"fp16": 2e-2, "bf16": 3e-2, "tf32": 1e-2, "fp32": 1e-4, "fp8e4m3": 0.1, "fp8e5m2": 0.2}
@@ -94,6 +97,7 @@ class Timer:
         batch_us: float = 300.0,
         batches: int = 5,
         flush: str = "read",
+        replay_spin_cycles: int = REPLAY_SPIN_CYCLES,
     ) -> None:
         if flush not in FLUSHES:
             raise ValueError(f"flush must be one of {', '.join(FLUSHES)} (got {flush!r})")
@@ -108,6 +112,7 @@ class Timer:
         self.cutoff = cutoff
         self.batch_us = batch_us
         self.batches = batches
+        self.replay_spin_cycles = replay_spin_cycles  # 0: a replay starts its events on an idle GPU (host latency in)
         self.last_mode = ""  # how the last interleaved() timed: "graph" or "eager (...)"
 
     def flush(self) -> None:
@@ -168,7 +173,13 @@ class Timer:
         return graph
 
     def _replayed(self, graph: Any, calls: int) -> float:
+        """ms per call of one replay of ``graph`` (``calls`` calls), queued behind a short GPU spin: on an idle GPU the
+        start event would fire at once and the host's graph launch (~10-60 us on H200 hosts) would be timed with the
+        replay, a bias of that latency over ``calls`` per call: +1-4% on GEMMs, an empty kernel 1.5-3.6 us per call
+        against 0.7 (H200 hosts, experiments/replay_bias.py)."""
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if self.replay_spin_cycles:
+            torch.cuda._sleep(self.replay_spin_cycles)
         start.record()
         graph.replay()
         end.record()
@@ -317,12 +328,13 @@ def timing_floors(timer: Timer) -> dict[str, float]:
 
     The model predicts a kernel's cost within a stream of work (launched behind the previous kernel, as in a CUDA
     graph: ``launch_overhead_graph``).  Graph-replayed timing (inputs that fit in L2) measures that; a flushed run
-    between two events also pays the events' own bracket: an empty launch reads 2.8-4.6 µs there against 0.8-1.4 µs
-    per call in graph replays (H200 hosts, one GPU alone and four beside compiles).  ``model.evaluate`` takes the
-    difference off flushed times for its predicted / measured figures only (``in_stream_ms``).  Keys:
-    ``flushed_ms``, ``graph_ms`` (per call), ``l2_bytes``.  Where graph capture is refused (the timer falls back to
-    host-driven launches, which read the host's launch rate: 5.8 µs once on an H200, above the flushed 2.8) the graph
-    figure is unknown: it is taken as the flushed one, so that no bracket comes off, with a warning."""
+    between two events also pays the events' own bracket: an empty launch reads 2.8-4.6 µs there against 0.7-1.4 µs
+    per call in graph replays (H200 hosts, one GPU alone and four beside compiles; replays queued behind a spin:
+    unspun they read the host's graph launch too, 3.6 and 5.8 µs in two GPU test runs, above the flushed 2.8-2.9).
+    ``model.evaluate`` takes the difference off flushed times for its predicted / measured figures only
+    (``in_stream_ms``).  Keys: ``flushed_ms``, ``graph_ms`` (per call), ``l2_bytes``.  Where graph capture is
+    refused (the timer falls back to host-driven launches, which read the host's launch rate) the graph figure is
+    unknown: it is taken as the flushed one, so that no bracket comes off, with a warning."""
 
     x = torch.zeros(1, device="cuda")
 
