@@ -2,14 +2,15 @@
 ``deep_splitk.py``, ``splitk_reduce.py``, ``streamk_rounds.py``, ``flush_writeback.py``, ``scalar_offsets.py``,
 ``scalar_residency.py``, ``tma_store.py``, ``coop_splitk.py``, ``out_vec.py``, ``composite_tiles.py``,
 ``scalar_coalesce.py``, ``copy_kernel.py``, ``near_bar.py``, ``tma_streamk.py``, ``tma_balanced.py``,
-``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``, ``hot_rows.py``, and the ``bench
---config`` runs of ``tma_twins.py``, ``decode_depth.py``, ``pipeline_fill.py``, ``splitk_short_slices.py``,
-``shared_panels.py``, ``short_k_outputs.py``, ``tiny_tiles.py``, ``wave_steps.py``, ``fp8_composite_steps.py`` and
-their ``--summary`` modes (``benched_shapes``, ``print_k_steps``); the within-shape residuals of committed sweeps
-for their ``--sweeps`` modes): the GPU's short name, kernels copied with an ``epilogue`` switch flipped, compiling
-in worker processes, the copy rule's thresholds changed for a block, a sweep's fastest configs, an input set rotated
-through L2 with torch.matmul's calls and a reference, checked launches, side-by-side timing (as ``validate`` times a
-shape too), the results file, and merging an experiment's times into a committed results file."""
+``tile_scan.py``, ``large_grid.py``, ``mixed_tiles.py``, ``bar_spread.py``, ``hot_rows.py``, ``replay_bias.py``, and
+the ``bench --config`` runs of ``tma_twins.py``, ``decode_depth.py``, ``pipeline_fill.py``,
+``splitk_short_slices.py``, ``shared_panels.py``, ``short_k_outputs.py``, ``tiny_tiles.py``, ``wave_steps.py``,
+``fp8_composite_steps.py`` and their ``--summary`` modes (``benched_shapes``, ``print_k_steps``); the within-shape
+residuals of committed sweeps for their ``--sweeps`` modes): the GPU's short name, kernels copied with an
+``epilogue`` switch flipped, compiling in worker processes, the copy rule's thresholds changed for a block, a sweep's
+fastest configs, an input set rotated through L2 with torch.matmul's calls and a reference, checked launches,
+side-by-side timing (as ``validate`` times a shape too), the results file, and merging an experiment's times into a
+committed results file."""
 
 import contextlib
 import functools
