@@ -7,6 +7,9 @@ launch with ``padded_copy_kernel``, re-bound to each call's tensor on gemm()'s l
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from theodolite.kernels.config import COPY_PITCH_BYTES
 from theodolite.kernels.direct_launch import _Launch
@@ -37,6 +40,22 @@ def _locks(device: torch.device, count: int) -> torch.Tensor:
         buf = torch.zeros(max(count, 1024), dtype=torch.int32, device=device)
         _LOCKS[key] = buf
     return buf
+
+
+@contextlib.contextmanager
+def fresh_scratch() -> Iterator[None]:
+    """Inside, a plan gets a workspace and lock counters of exactly the size it asks (not the device's cached, maybe
+    larger, ones), and the cache is left as it was: what a traced launch, which allocates its own, must know."""
+    saved = dict(_WORKSPACES), dict(_LOCKS)
+    _WORKSPACES.clear()
+    _LOCKS.clear()
+    try:
+        yield
+    finally:
+        _WORKSPACES.clear()
+        _WORKSPACES.update(saved[0])
+        _LOCKS.clear()
+        _LOCKS.update(saved[1])
 
 
 class _AlignedCopy:

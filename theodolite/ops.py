@@ -283,6 +283,7 @@ def mm_eager(a: Tensor, b: Tensor) -> Tensor:
 
 def clear_caches() -> None:
     """Forget resolved runners (tests; a profile replaced in place) and which fallbacks have warned."""
+    _traced.clear_recipes()
     _LINEAR.clear()
     _MM.clear()
     _LINEAR_GRAD.clear()
@@ -561,11 +562,19 @@ def _plain(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``F.linear(x, weight, bias)`` through the bundled kernels: the registered operator under compile, a tensor
-    subclass or a dispatch mode; else the cached runner directly (the same kernels, less host time), inside an
+    """``F.linear(x, weight, bias)`` through the bundled kernels: the registered operator under compile (the traced
+    one, ``traced_ops``, where ``THEODOLITE_TRACED_LINEAR=1`` and no gradient is recorded), a tensor subclass or a
+    dispatch mode; else the cached runner directly (the same kernels, less host time), inside an
     autograd.Function applied from C++ where a gradient is recorded (the operator's autograd kernel costs more host
     time: the dispatcher's round trip); torch's own F.linear and autograd where its kernel would run anyway."""
-    if torch.compiler.is_compiling() or type(x) is not Tensor or torch._C._len_torch_dispatch_stack():
+    if torch.compiler.is_compiling():
+        if _traced.ENABLED and not (
+            torch.is_grad_enabled()
+            and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
+        ):
+            return _traced.linear_traced_op(x, weight, bias)  # type: ignore[no-any-return]
+        return linear_op(x, weight, bias)
+    if type(x) is not Tensor or torch._C._len_torch_dispatch_stack():
         return linear_op(x, weight, bias)
     if torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
@@ -586,5 +595,7 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
         return mm_op(a, b)
     return _cached(_MM, _mm_runner, a, b, None)
 
+
+from theodolite import traced_ops as _traced  # noqa: E402  (after the operators it falls back to are registered)
 
 __all__ = ["clear_caches", "linear", "linear_eager", "linear_op", "mm", "mm_eager", "mm_op", "unsupported"]

@@ -95,6 +95,32 @@ def test_compile_fullgraph_inductor_patched_block() -> None:
         assert rel_err(compiled(x[:, :20]), block(x[:, :20])) < 2e-2
 
 
+@pytest.mark.parametrize("rows", [1, 8, 37])
+def test_compile_traced_operator(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With THEODOLITE_TRACED_LINEAR's switch on, a compiled patched block runs its projections through the traced
+    operator (Inductor launches the kernels): no graph break, outputs as torch's, a recipe for the decode shapes."""
+    from theodolite import ops, patch, traced_ops
+
+    monkeypatch.setattr(ops._traced, "ENABLED", True)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(
+        torch.nn.Linear(1024, 4096), torch.nn.SiLU(), torch.nn.Linear(4096, 1024, bias=False)
+    ).cuda().to(torch.bfloat16)  # fmt: skip
+    x = torch.randn(rows, 1024, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = block(x)
+        patch(block)
+        compiled = torch.compile(block, fullgraph=True)
+        assert rel_err(compiled(x), want) < 2e-2
+        assert rel_err(compiled(x), want) < 2e-2  # a second call: the generated launch, not the first compile
+    recipe = traced_ops.recipe_for(x, block[0].weight, block[0].bias)
+    pick = ops._linear_runner(x, block[0].weight, block[0].bias).gemm.config.key  # type: ignore[attr-defined]
+    assert recipe is None or recipe.config_key == pick
+    if not pick.startswith("tma/"):
+        assert recipe is not None, pick
+
+
 def test_compile_reduce_overhead_cuda_graphs() -> None:
     from theodolite import patch
 
