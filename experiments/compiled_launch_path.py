@@ -12,7 +12,11 @@ Python and (b) a `torch.library.triton_op` that wraps it with `wrap_triton`.  (a
 
     PYTHONPATH=$PWD OUT=$OUT python3 experiments/compiled_launch_path.py    # $OUT/compiled-launch-path-<gpu>.json
 
-Measured (H200, one GPU; `compiled-launch-path-h200.json`), µs of host wall time per projection, M = 1 / 8 / 64:
+Since `theodolite.traced_ops`, a fifth way: our patched layers with its switch on (`theodolite::linear_traced`, the
+picks' kernels launched by Inductor); to be run.
+
+Measured (H200, one GPU; `compiled-launch-path-h200.json`, before that way), µs of host wall time per projection,
+M = 1 / 8 / 64:
 F.linear 23.6 / 21.9 / 34.7, theodolite 31.3 / 30.0 / 52.1, custom_op 62.7 / 61.4 / 110.1, triton_op 18.4 / 29.7 /
 24.8.  The Python launch path is what costs: behind a `triton_op` the same kernel costs the host less than F.linear at
 M 1 and 64 (its M = 8 figure, equal to ours, is one run's and unexplained), where the `custom_op` costs twice our
@@ -129,6 +133,7 @@ def main() -> None:
     ways = {
         "F.linear": linears,
         "theodolite": ours,
+        "theodolite traced": ours,  # the same layers with theodolite.traced_ops switched on (theodolite::linear_traced)
         "custom_op": _Chain(weights, gemm_opaque),
         "triton_op": _Chain(weights, gemm_traced),
     }
@@ -139,6 +144,7 @@ def main() -> None:
             ref = linears(x)
             row: dict[str, float | int] = {"M": m}
             for name, module in ways.items():
+                theodolite.ops._traced.ENABLED = name == "theodolite traced"
                 compiled = torch.compile(module, fullgraph=True)
                 error = (compiled(x).float() - ref.float()).abs().max().item() / ref.float().abs().max().item()
                 row[f"{name} us"] = _per_projection_us(compiled, x)
