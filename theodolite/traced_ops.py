@@ -9,7 +9,8 @@ generated code.
 
 The body picks the config (the model, as ``ops.linear`` does) and plans the launch once per argument metadata, on
 real tensors of the same sizes and strides made for that purpose (a traced call holds fake tensors, whose addresses
-``plan_gemm`` cannot read; Inductor's buffers are 16-byte aligned, and a view that is not runs the opaque operator).
+``plan_gemm`` cannot read; Inductor's buffers are 16-byte aligned, and a view that is not runs the opaque operator):
+while a graph compiles, each new metadata briefly holds device memory the size of its operands.
 A plan it can express as one traced launch (one kernel, no operand copy, every argument the call's own tensor or a
 scratch buffer the body allocates: split-K's and Stream-K's workspace and arrival counters) becomes a ``Recipe``;
 anything else (TMA configs, whose descriptors or global scratch are not traced yet; symbolic sizes under dynamic
