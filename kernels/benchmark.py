@@ -174,7 +174,7 @@ class Timer:
 
     def _replayed(self, graph: Any, calls: int) -> float:
         """ms per call of one replay of ``graph`` (``calls`` calls), queued behind a short GPU spin: on an idle GPU the
-        start event would fire at once and the host's graph launch (~10-60 us on H200 hosts) would be timed with the
+        start event would fire at once and the host's graph launch (tens of us on H200 hosts) would be timed with the
         replay, a bias of that latency over ``calls`` per call: +1-4% on GEMMs, an empty kernel 1.5-3.6 us per call
         against 0.7 (H200 hosts, experiments/replay_bias.py)."""
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
