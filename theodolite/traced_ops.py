@@ -70,7 +70,8 @@ def _aligned(x: Tensor) -> bool:
     """Whether x's first element sits on a 16-byte boundary as far as this call can know it: its storage offset for a
     fake tensor (Inductor's buffers are aligned), its address for a real one."""
     if isinstance(x, torch._subclasses.fake_tensor.FakeTensor):
-        return (x.storage_offset() * x.element_size()) % ALIGN == 0
+        offset = x.storage_offset()
+        return type(offset) is int and (offset * x.element_size()) % ALIGN == 0  # a symbolic offset: no guard on it
     return x.data_ptr() % ALIGN == 0
 
 
@@ -137,11 +138,10 @@ def make_recipe(x2: Tensor, weight: Tensor, bias: Tensor | None) -> Recipe | Non
 
 
 def recipe_for(x2: Tensor, weight: Tensor, bias: Tensor | None) -> Recipe | None:
-    """``make_recipe``, cached per argument metadata; None for symbolic sizes or a misaligned argument."""
-    if not (_aligned(x2) and _aligned(weight) and (bias is None or _aligned(bias))):
-        return None
+    """``make_recipe``, cached per argument metadata; None for symbolic sizes (checked first: no guard is added on
+    them) or a misaligned argument."""
     key = recipe_key(x2, weight, bias)
-    if key is None:
+    if key is None or not (_aligned(x2) and _aligned(weight) and (bias is None or _aligned(bias))):
         return None
     if key not in _RECIPES:
         if len(_RECIPES) >= _CACHE_LIMIT:
